@@ -1,0 +1,23 @@
+# mj_manipulator_ros: one-command environment, tests and demo. See README.md.
+ROS ?= kilted
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup test demo bench clean
+
+# Fast when nothing changed: tools/setup_env.sh compares a fingerprint of its inputs.
+setup:
+	@ROS=$(ROS) VENV=$(VENV) bash tools/setup_env.sh
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: setup
+	$(VENV)/bin/mj-manipulator-ros demo
+
+bench: setup
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build .pytest_cache demo_report.json

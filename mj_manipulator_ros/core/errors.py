@@ -1,0 +1,79 @@
+"""The package's exceptions: one base class, specific subclasses, messages that say what was
+expected, what came, and what is available."""
+
+from __future__ import annotations
+
+
+class MjManipulatorError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(MjManipulatorError, ValueError):
+    """A configuration file or value is wrong. The message names the key path."""
+
+
+class PlanError(MjManipulatorError, ValueError):
+    """A plan fails validation. Nothing was sent to any arm.
+
+    Attributes:
+        arm: arm name, or None when the error is not about one arm.
+        index: waypoint index, or None.
+        joint: joint name, or None.
+        value: the offending value, or None.
+    """
+
+    def __init__(self, message: str, *, arm: str | None = None, index: int | None = None,
+                 joint: str | None = None, value: object = None) -> None:
+        where = []
+        if arm is not None:
+            where.append(f"arm {arm!r}")
+        if index is not None:
+            where.append(f"waypoint {index}")
+        if joint is not None:
+            where.append(f"joint {joint!r}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        self.arm, self.index, self.joint, self.value = arm, index, joint, value
+
+
+class UnknownArmError(PlanError):
+    """The plan names an arm the configuration does not have."""
+
+
+class JointMismatchError(PlanError):
+    """Unknown, duplicate or missing joints against the configuration."""
+
+
+class EmptyTrajectoryError(PlanError):
+    """An arm's trajectory has no points."""
+
+
+class ShapeMismatchError(PlanError):
+    """An array's size does not match the number of joints or points."""
+
+
+class NonFiniteValueError(PlanError):
+    """A time, position, velocity or acceleration is NaN or infinite."""
+
+
+class TimeNotIncreasingError(PlanError):
+    """time_from_start is negative or not strictly increasing."""
+
+
+class JointLimitError(PlanError):
+    """A position lies outside the joint's limits."""
+
+
+class VelocityLimitError(PlanError):
+    """A velocity (given or by finite difference) exceeds the joint's velocity limit."""
+
+
+class FinalVelocityError(PlanError):
+    """The last point's velocity is not zero (joint_trajectory_controller rejects it)."""
+
+
+class TimeGridMismatchError(PlanError):
+    """Arms do not share one time grid; see ``resample_to_common_grid``."""
+
+
+class ExecutionRefusedError(MjManipulatorError):
+    """The executor refused to start (for example, the pre-flight collision check failed)."""

@@ -1,0 +1,1 @@
+"""Hardware-in-the-loop bring-up tooling."""

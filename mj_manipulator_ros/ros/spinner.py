@@ -1,0 +1,52 @@
+"""Spin an executor in a background thread that is always joined (bounded)."""
+
+from __future__ import annotations
+
+import threading
+
+from rclpy.executors import Executor
+
+
+class BackgroundSpinner:
+    """Run ``executor.spin()`` in a named thread until :meth:`stop`.
+
+    Meant for servers and publishers (test action servers, the simulator node, the execution
+    node). Code that *sends* action requests must not use this: it must spin the executor on the
+    thread that makes the requests (see ``mj_manipulator_ros.ros.arm_client``, rclpy#1123).
+
+    Args:
+        executor: the executor to spin; its nodes are already added.
+        name: thread name, shown in thread dumps and leak reports.
+    """
+
+    def __init__(self, executor: Executor, name: str) -> None:
+        self.executor = executor
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self.executor.spin()
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
+            self._error = exc
+
+    def start(self) -> "BackgroundSpinner":
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Shut the executor down and join the thread.
+
+        Raises:
+            TimeoutError: the spin thread did not end within ``timeout`` seconds.
+        """
+        self.executor.shutdown(timeout_sec=timeout)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"spin thread {self._thread.name!r} did not stop within {timeout} s")
+
+    def __enter__(self) -> "BackgroundSpinner":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""MuJoCo simulation: scene composition, the physics owner and simulated controllers."""

