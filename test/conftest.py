@@ -43,3 +43,37 @@ def no_thread_left_behind():
             break
         time.sleep(0.05)
     assert not extra, f"threads left behind: {[t.name for t in extra]}"
+
+
+@pytest.fixture
+def scripted(ros):
+    """Factory: ``scripted({arm: (behavior, after)}) -> {arm: ScriptedController}`` serving
+    /<arm>_arm_controller/follow_joint_trajectory in the test's context, spun in a background
+    thread that is stopped (and every running goal ended) after the test."""
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    from mj_manipulator_ros.ros.scripted_controller import Behavior, ScriptedController
+    from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+
+    made = []
+
+    def make(behaviors: dict):
+        node = rclpy.create_node(f"scripted_{len(made)}", context=ros.context)
+        controllers = {}
+        for arm, spec in behaviors.items():
+            behavior, after = (spec, 0.0) if isinstance(spec, (str, Behavior)) else spec
+            controllers[arm] = ScriptedController(
+                node, f"/{arm}_arm_controller/follow_joint_trajectory", Behavior(behavior), after)
+        executor = MultiThreadedExecutor(num_threads=4, context=ros.context)
+        executor.add_node(node)
+        spinner = BackgroundSpinner(executor, f"scripted-{len(made)}").start()
+        made.append((node, controllers, spinner))
+        return controllers
+
+    yield make
+    for node, controllers, spinner in made:
+        for c in controllers.values():
+            c.shutdown()
+        spinner.stop()
+        node.destroy_node()

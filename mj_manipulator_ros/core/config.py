@@ -1,0 +1,177 @@
+"""Executor configuration: the arms, their controllers' actions, joint limits, execution settings.
+
+File form (YAML)::
+
+    arms:
+      - name: left
+        joint_names: [left_joint1, ...]
+        action: /left_arm_controller/follow_joint_trajectory
+        joint_limits: {left_joint1: {lower: -3.1, upper: 3.1, velocity: 2.0}, ...}
+    execution: {start_lead_s: 0.25, server_wait_s: 5.0, ...}
+
+Every key is checked; unknown keys are errors. See docs/files.md for every setting.
+Other sections (``sim``, ``scene``, ...) belong to other tools and are passed through untouched
+in :attr:`ExecutorConfig.extra` only when listed in ``OTHER_SECTIONS``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import yaml
+
+from mj_manipulator_ros.core.errors import ConfigError
+from mj_manipulator_ros.core.schema import convert, from_mapping
+
+#: Top-level sections that other tools of this package read from the same file.
+OTHER_SECTIONS = ("sim", "scene", "hil")
+
+
+@dataclass(frozen=True)
+class JointLimit:
+    """Limits of one joint. A missing bound is not checked."""
+
+    lower: Optional[float] = field(default=None, metadata={"doc": "lowest position, rad or m"})
+    upper: Optional[float] = field(default=None, metadata={"doc": "highest position, rad or m"})
+    velocity: Optional[float] = field(default=None, metadata={"doc": "speed limit, per s", "min": 0.0})
+
+
+@dataclass(frozen=True)
+class ArmConfig:
+    name: str = field(metadata={"doc": "arm name, as used in plans"})
+    joint_names: tuple[str, ...] = field(metadata={"doc": "joints, in controller order"})
+    action: str = field(default="", metadata={
+        "doc": "FollowJointTrajectory action; default /<name>_arm_controller/follow_joint_trajectory"})
+    joint_limits: Mapping[str, JointLimit] = field(default_factory=dict)
+
+    @property
+    def action_name(self) -> str:
+        return self.action or f"/{self.name}_arm_controller/follow_joint_trajectory"
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    """How the executor runs a plan. Times in seconds."""
+
+    start_lead_s: float = field(default=0.25, metadata={
+        "doc": "start stamp = now + this lead, on the controllers' clock", "min": 0.0})
+    server_wait_s: float = field(default=5.0, metadata={
+        "doc": "how long to wait for every arm's action server", "min": 0.0})
+    accept_wait_s: float = field(default=2.0, metadata={
+        "doc": "how long to wait for a goal to be accepted or rejected", "min": 0.0})
+    timeout_scaling: float = field(default=1.5, metadata={
+        "doc": "execution timeout = longest arm duration x this + timeout_margin_s", "min": 1.0})
+    timeout_margin_s: float = field(default=2.0, metadata={
+        "doc": "added to the scaled duration for the execution timeout", "min": 0.0})
+    cancel_wait_s: float = field(default=2.0, metadata={
+        "doc": "how long to wait for each cancel response and final result", "min": 0.0})
+    allow_late_acceptance: bool = field(default=False, metadata={
+        "doc": "accept a goal accepted after the start stamp (the arms would not start together)"})
+    use_sim_time: bool = field(default=False, metadata={
+        "doc": "stamps and report times on /clock instead of the system clock"})
+    preflight_check: bool = field(default=False, metadata={
+        "doc": "refuse a plan that collides in synchronized replay (needs a scene)"})
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    arms: tuple[ArmConfig, ...]
+    execution: ExecutionSettings = ExecutionSettings()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    def arm(self, name: str) -> ArmConfig:
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise ConfigError(f"no arm {name!r} in the configuration; it has {self.arm_names}")
+
+    @property
+    def arm_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.arms)
+
+    def with_execution(self, **changes: Any) -> "ExecutorConfig":
+        """A copy with some execution settings replaced (validated like the file)."""
+        merged = {**self.execution.__dict__, **changes}
+        settings = from_mapping(ExecutionSettings, merged, "execution")
+        return ExecutorConfig(self.arms, settings, self.extra, self.source)
+
+
+def _arm(data: Any, path: str) -> ArmConfig:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping with name, joint_names, action, "
+                          f"joint_limits; got {data!r}")
+    limits_raw = data.get("joint_limits") or {}
+    body = {k: v for k, v in data.items() if k != "joint_limits"}
+    arm = from_mapping(ArmConfig, body, path)
+    if len(set(arm.joint_names)) != len(arm.joint_names):
+        dup = sorted({j for j in arm.joint_names if arm.joint_names.count(j) > 1})
+        raise ConfigError(f"{path}.joint_names: duplicate joint(s) {dup}")
+    if not arm.joint_names:
+        raise ConfigError(f"{path}.joint_names: expected at least one joint")
+    if not isinstance(limits_raw, Mapping):
+        raise ConfigError(f"{path}.joint_limits: expected a mapping joint -> limits, got {limits_raw!r}")
+    limits = {}
+    for joint, lim in limits_raw.items():
+        if joint not in arm.joint_names:
+            raise ConfigError(f"{path}.joint_limits: unknown joint {joint!r}; "
+                              f"the arm's joints are {list(arm.joint_names)}")
+        jl = convert(lim, JointLimit, f"{path}.joint_limits.{joint}")
+        if jl.lower is not None and jl.upper is not None and not jl.lower <= jl.upper:
+            raise ConfigError(f"{path}.joint_limits.{joint}: lower {jl.lower} > upper {jl.upper}")
+        limits[joint] = jl
+    return ArmConfig(arm.name, arm.joint_names, arm.action, limits)
+
+
+def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:
+    """Validate a parsed configuration file."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source or 'config'}: expected a mapping with 'arms', got {data!r}")
+    allowed = {"arms", "execution", *OTHER_SECTIONS}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {unknown}; allowed: {sorted(allowed)}")
+    arms_raw = data.get("arms")
+    if not isinstance(arms_raw, list) or not arms_raw:
+        raise ConfigError(f"arms: expected a non-empty list of arms, got {arms_raw!r}")
+    arms = tuple(_arm(a, f"arms[{i}]") for i, a in enumerate(arms_raw))
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"arms: duplicate arm names in {names}")
+    owner: dict[str, str] = {}
+    for a in arms:
+        for j in a.joint_names:
+            if j in owner:
+                raise ConfigError(f"arms: joint {j!r} belongs to both {owner[j]!r} and {a.name!r}")
+            owner[j] = a.name
+    execution = from_mapping(ExecutionSettings, data.get("execution"), "execution")
+    extra = {k: data[k] for k in OTHER_SECTIONS if k in data}
+    return ExecutorConfig(arms, execution, extra, source)
+
+
+def load_config(path: str | Path) -> ExecutorConfig:
+    """Read and validate a YAML configuration file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    try:
+        return config_from_mapping(data, str(path))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def limit_or_inf(limit: JointLimit | None, which: str) -> float:
+    """A bound as a float, +-inf when not set."""
+    value = None if limit is None else getattr(limit, which)
+    if value is None:
+        return -math.inf if which == "lower" else math.inf
+    return value

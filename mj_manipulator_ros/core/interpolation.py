@@ -1,0 +1,134 @@
+"""Trajectory interpolation as joint_trajectory_controller does it, and grid resampling.
+
+Between two waypoints the spline is chosen by what the trajectory gives:
+quintic when accelerations (and velocities) are given, cubic when only velocities are, linear
+otherwise. Before the first waypoint a sample holds the first waypoint; after the last, the last.
+
+Shapes: N waypoints, J joints, M sample times.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from mj_manipulator_ros.core.errors import PlanError
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+
+
+class Interpolation(enum.Enum):
+    LINEAR = "linear"
+    CUBIC = "cubic"
+    QUINTIC = "quintic"
+
+
+def interpolation_of(traj: ArmTrajectory) -> Interpolation:
+    if traj.velocities is None:
+        return Interpolation.LINEAR
+    if traj.accelerations is None:
+        return Interpolation.CUBIC
+    return Interpolation.QUINTIC
+
+
+def segment_coefficients(p0, v0, a0, p1, v1, a1, duration, kind: Interpolation) -> np.ndarray:
+    """Polynomial coefficients c[k] (of s^k, s in [0, duration]) for segments.
+
+    Args:
+        p0, v0, a0, p1, v1, a1: boundary states, shape (..., J).
+        duration: segment length, s, shape (...,) or scalar; > 0.
+        kind: which spline.
+
+    Returns:
+        Coefficients, shape (6, ..., J); unused high orders are zero.
+    """
+    p0, v0, a0, p1, v1, a1 = (np.asarray(x, dtype=float) for x in (p0, v0, a0, p1, v1, a1))
+    T = np.asarray(duration, dtype=float)[..., None]
+    c = np.zeros((6,) + np.broadcast(p0, p1).shape)
+    dp = p1 - p0
+    c[0] = p0
+    if kind is Interpolation.LINEAR:
+        c[1] = dp / T
+    elif kind is Interpolation.CUBIC:
+        c[1] = v0
+        c[2] = (3 * dp - (2 * v0 + v1) * T) / T**2
+        c[3] = (-2 * dp + (v0 + v1) * T) / T**3
+    else:
+        c[1] = v0
+        c[2] = a0 / 2
+        c[3] = (20 * dp - (8 * v1 + 12 * v0) * T - (3 * a0 - a1) * T**2) / (2 * T**3)
+        c[4] = (-30 * dp + (14 * v1 + 16 * v0) * T + (3 * a0 - 2 * a1) * T**2) / (2 * T**4)
+        c[5] = (12 * dp - 6 * (v1 + v0) * T - (a0 - a1) * T**2) / (2 * T**5)
+    return c
+
+
+def evaluate(coefficients: np.ndarray, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Position, velocity and acceleration of polynomials at local time(s) ``s``.
+
+    Args:
+        coefficients: shape (6, ..., J).
+        s: local time, s; shape broadcastable to (..., 1).
+    """
+    c = coefficients
+    s = np.asarray(s, dtype=float)[..., None]
+    pos = c[0] + s * (c[1] + s * (c[2] + s * (c[3] + s * (c[4] + s * c[5]))))
+    vel = c[1] + s * (2 * c[2] + s * (3 * c[3] + s * (4 * c[4] + s * 5 * c[5])))
+    acc = 2 * c[2] + s * (6 * c[3] + s * (12 * c[4] + s * 20 * c[5]))
+    return pos, vel, acc
+
+
+def sample(traj: ArmTrajectory, times) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sample a trajectory at times (s from its start).
+
+    Returns:
+        positions, velocities, accelerations, each shape (M, J) (velocity and acceleration are
+        zero outside [first, last] waypoint).
+    """
+    ts = np.atleast_1d(np.asarray(times, dtype=float))
+    n, j = traj.positions.shape
+    if n == 0:
+        raise PlanError("cannot sample an empty trajectory", arm=traj.arm)
+    if n == 1:
+        return (np.repeat(traj.positions[:1], ts.size, 0), np.zeros((ts.size, j)),
+                np.zeros((ts.size, j)))
+    kind = interpolation_of(traj)
+    zeros = np.zeros_like(traj.positions)
+    vel = traj.velocities if traj.velocities is not None else zeros
+    acc = traj.accelerations if traj.accelerations is not None else zeros
+    seg = np.clip(np.searchsorted(traj.times, ts, side="right") - 1, 0, n - 2)
+    t0, t1 = traj.times[seg], traj.times[seg + 1]
+    c = segment_coefficients(traj.positions[seg], vel[seg], acc[seg], traj.positions[seg + 1],
+                             vel[seg + 1], acc[seg + 1], t1 - t0, kind)
+    p, v, a = evaluate(c, np.clip(ts, t0, t1) - t0)
+    before, after = ts < traj.times[0], ts > traj.times[-1]
+    p[before], p[after] = traj.positions[0], traj.positions[-1]
+    v[before | after] = 0.0
+    a[before | after] = 0.0
+    return p, v, a
+
+
+def resample_to_common_grid(plan: MultiArmPlan, dt: float) -> MultiArmPlan:
+    """Put every arm on one uniform time grid 0, dt, 2 dt, ..., ending at the plan's duration.
+
+    An arm that ends earlier holds its last waypoint. Velocities (and accelerations) are emitted
+    for an arm that gave them, sampled from its spline. A linear arm resampled onto a grid that
+    does not contain its waypoints cuts its corners slightly; pick ``dt`` dividing its steps.
+
+    Raises:
+        PlanError: ``dt`` is not positive and finite, or an arm has no waypoints.
+    """
+    if not (np.isfinite(dt) and dt > 0):
+        raise PlanError(f"dt must be a positive finite number of seconds, got {dt!r}")
+    duration = plan.duration
+    grid = np.arange(0.0, duration + dt * 1e-6, dt)
+    if duration - grid[-1] > 1e-9:
+        grid = np.append(grid, duration)
+    arms = {}
+    for name, traj in plan.arms.items():
+        p, v, a = sample(traj, grid)
+        kind = interpolation_of(traj)
+        arms[name] = ArmTrajectory(
+            traj.joint_names, grid, p,
+            v if kind is not Interpolation.LINEAR else None,
+            a if kind is Interpolation.QUINTIC else None, arm=name)
+    return MultiArmPlan(arms)

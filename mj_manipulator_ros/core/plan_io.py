@@ -1,0 +1,82 @@
+"""Plan files (YAML or JSON, chosen by extension). Format, documented in docs/files.md::
+
+    arms:
+      left:
+        joint_names: [j1, j2]
+        points:
+          - {time_from_start: 0.0, positions: [0, 0], velocities: [0, 0]}
+          - {time_from_start: 1.0, positions: [0.5, 0.2], velocities: [0, 0]}
+
+``velocities`` and ``accelerations`` are optional (for every point or none).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from mj_manipulator_ros.core.errors import PlanError
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+
+
+def plan_from_mapping(data: Any, source: str = "plan") -> MultiArmPlan:
+    if not isinstance(data, Mapping) or set(data) != {"arms"} or not isinstance(data["arms"], Mapping):
+        raise PlanError(f"{source}: expected a mapping with exactly one key 'arms' "
+                        "(arm name -> {joint_names, points})")
+    arms = {}
+    for arm, body in data["arms"].items():
+        if not isinstance(body, Mapping) or set(body) != {"joint_names", "points"}:
+            got = sorted(body) if isinstance(body, Mapping) else body
+            raise PlanError(f"expected keys ['joint_names', 'points'], got {got}", arm=str(arm))
+        if not isinstance(body["points"], list):
+            raise PlanError("points: expected a list of waypoints", arm=str(arm))
+        arms[str(arm)] = ArmTrajectory.from_points(str(arm), body["joint_names"], body["points"])
+    return MultiArmPlan(arms)
+
+
+def plan_to_mapping(plan: MultiArmPlan) -> dict:
+    out: dict[str, Any] = {"arms": {}}
+    for arm, t in plan.arms.items():
+        points = []
+        for i in range(t.times.size):
+            p: dict[str, Any] = {"time_from_start": float(t.times[i]),
+                                 "positions": [float(x) for x in t.positions[i]]}
+            if t.velocities is not None:
+                p["velocities"] = [float(x) for x in t.velocities[i]]
+            if t.accelerations is not None:
+                p["accelerations"] = [float(x) for x in t.accelerations[i]]
+            points.append(p)
+        out["arms"][arm] = {"joint_names": list(t.joint_names), "points": points}
+    return out
+
+
+def load_plan(path: str | Path) -> MultiArmPlan:
+    """Read a plan file (.yaml/.yml or .json)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".json"):
+        raise PlanError(f"{path}: unknown plan file extension {suffix!r}; expected .yaml, .yml or .json")
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise PlanError(f"cannot read plan file {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise PlanError(f"{path}: cannot parse: {exc}") from None
+    try:
+        return plan_from_mapping(data, str(path))
+    except PlanError as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def save_plan(plan: MultiArmPlan, path: str | Path) -> None:
+    path = Path(path)
+    data = plan_to_mapping(plan)
+    if path.suffix.lower() == ".json":
+        path.write_text(json.dumps(data, indent=1))
+    else:
+        path.write_text(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120))

@@ -1,0 +1,97 @@
+"""Strict mapping -> frozen dataclass conversion for configuration files.
+
+Each dataclass field may carry ``metadata={"doc": ..., "min": ..., "max": ...}``. Unknown keys,
+missing required keys, wrong types and out-of-range numbers raise
+:class:`~mj_manipulator_ros.core.errors.ConfigError` naming the key path, what was expected and
+what came.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from typing import Any, Mapping, TypeVar
+
+from mj_manipulator_ros.core.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def convert(value: Any, tp: Any, path: str) -> Any:
+    """Check/convert one value to the annotated type ``tp`` (float, int, bool, str, tuple[str, ...],
+    Optional[...], a dataclass)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return convert(value, args[0], path)
+    if dataclasses.is_dataclass(tp):
+        return from_mapping(tp, value, path)
+    if origin is tuple:
+        (item,) = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list of {_type_name(item)}, got {value!r}")
+        return tuple(convert(v, item, f"{path}[{i}]") for i, v in enumerate(value))
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: expected true or false, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{path}: expected a finite number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{path}: expected a non-empty string, got {value!r}")
+        return value
+    raise TypeError(f"schema: unsupported annotation {tp!r} at {path}")  # programming error
+
+
+def from_mapping(cls: type[T], data: Any, path: str) -> T:
+    """Build dataclass ``cls`` from a mapping, strictly."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping with keys "
+                          f"{[f.name for f in dataclasses.fields(cls)]}, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {unknown}; allowed: {sorted(fields)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        key_path = f"{path}.{name}" if path else name
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{key_path}: required key missing")
+            continue
+        value = convert(data[name], hints[name], key_path)
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        if value is not None and lo is not None and value < lo:
+            raise ConfigError(f"{key_path}: must be >= {lo}, got {value}")
+        if value is not None and hi is not None and value > hi:
+            raise ConfigError(f"{key_path}: must be <= {hi}, got {value}")
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def describe(cls: type) -> list[tuple[str, str, Any]]:
+    """(name, doc, default) of each field, for documentation and parameter descriptors."""
+    out = []
+    for f in dataclasses.fields(cls):
+        default = None if f.default is dataclasses.MISSING else f.default
+        out.append((f.name, f.metadata.get("doc", ""), default))
+    return out

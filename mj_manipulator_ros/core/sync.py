@@ -1,0 +1,161 @@
+"""Synchronisation primitives shared by the per-arm threads of one execution.
+
+- :class:`StartStamp`: the one start time every arm's goal carries, computed once.
+- :class:`CancelScope`: the first failure wins; every waiter and callback is woken at once.
+- :class:`StartGate`: arms report ready; the coordinator opens the gate with the stamp.
+
+All waits are event-driven (Condition/Event) and bounded by a timeout; nothing here polls.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional
+
+
+@dataclass(frozen=True)
+class StartStamp:
+    """A start time on the controllers' clock, in integer nanoseconds."""
+
+    nanoseconds: int
+
+    @classmethod
+    def after(cls, now_ns: int, lead_s: float) -> "StartStamp":
+        """``now + lead`` (now in ns on the controllers' clock, lead in s)."""
+        return cls(int(now_ns) + int(round(lead_s * 1e9)))
+
+    @property
+    def seconds(self) -> float:
+        return self.nanoseconds * 1e-9
+
+    @property
+    def sec_nanosec(self) -> tuple[int, int]:
+        """(sec, nanosec) as in builtin_interfaces/Time."""
+        return divmod(self.nanoseconds, 1_000_000_000)
+
+
+class FailureReason(str, enum.Enum):
+    """Why an execution stopped early."""
+
+    GOAL_REJECTED = "goal_rejected"
+    ABORTED = "aborted"
+    CANCELED = "canceled"               # canceled by someone other than this executor
+    ERROR_CODE = "error_code"           # a result with error_code != 0
+    SERVER_UNAVAILABLE = "server_unavailable"
+    NO_RESPONSE = "no_response"         # goal sent, no accept/reject within accept_wait_s
+    LATE_ACCEPTANCE = "late_acceptance"  # accepted after the start stamp had passed
+    TIMEOUT = "timeout"
+    EXCEPTION = "exception"
+    EXTERNAL_ABORT = "external_abort"   # abort() or Ctrl-C
+    CLOCK_UNAVAILABLE = "clock_unavailable"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first failure of an execution. ``arm`` is None for an external abort."""
+
+    arm: Optional[str]
+    reason: FailureReason
+    error_code: Optional[int] = None
+    error_string: str = ""
+
+    def to_dict(self) -> dict:
+        return {"arm": self.arm, "reason": self.reason.value, "error_code": self.error_code,
+                "error_string": self.error_string}
+
+
+class CancelScope:
+    """Records the first failure and wakes everybody waiting on the scope.
+
+    Thread-safe. Callbacks registered with :meth:`on_cancel` run exactly once, in the thread that
+    recorded the first failure (or immediately, if the scope is already canceled); they must be
+    quick and must not block (e.g. set an Event, trigger a guard condition).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._failure: Failure | None = None
+        self._callbacks: list[Callable[[], None]] = []
+        self.canceled_at_monotonic: float | None = None
+
+    def fail(self, failure: Failure) -> bool:
+        """Record a failure. Returns True if it is the first (and so the one reported)."""
+        with self._lock:
+            if self._failure is not None:
+                return False
+            self._failure = failure
+            self.canceled_at_monotonic = time.monotonic()
+            callbacks, self._callbacks = self._callbacks, []
+        self._event.set()
+        for cb in callbacks:
+            cb()
+        return True
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if self._failure is None:
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    @property
+    def canceled(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def failure(self) -> Failure | None:
+        return self._failure
+
+    def wait(self, timeout: float) -> bool:
+        """Block until canceled or ``timeout`` s passed. Returns True if canceled."""
+        return self._event.wait(timeout)
+
+
+class StartGate:
+    """Arms arrive when ready to send; the coordinator opens the gate with the start stamp.
+
+    Canceling the scope wakes every waiter: :meth:`wait_all_arrived` returns False and
+    :meth:`wait_open` returns None.
+    """
+
+    def __init__(self, arms: Iterable[str], scope: CancelScope) -> None:
+        self._expected = set(arms)
+        self._arrived: set[str] = set()
+        self._stamp: StartStamp | None = None
+        self._cond = threading.Condition()
+        self._scope = scope
+        scope.on_cancel(self._wake)
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def arrive(self, arm: str) -> None:
+        with self._cond:
+            self._arrived.add(arm)
+            self._cond.notify_all()
+
+    def wait_all_arrived(self, timeout: float) -> bool:
+        with self._cond:
+            self._cond.wait_for(
+                lambda: self._scope.canceled or self._arrived >= self._expected, timeout)
+            return not self._scope.canceled and self._arrived >= self._expected
+
+    def open(self, stamp: StartStamp) -> None:
+        with self._cond:
+            self._stamp = stamp
+            self._cond.notify_all()
+
+    def wait_open(self, timeout: float) -> StartStamp | None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._scope.canceled or self._stamp is not None, timeout)
+            return None if self._scope.canceled else self._stamp
+
+    @property
+    def missing(self) -> list[str]:
+        with self._cond:
+            return sorted(self._expected - self._arrived)

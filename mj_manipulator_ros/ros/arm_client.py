@@ -1,0 +1,249 @@
+"""One arm's side of a synchronized execution.
+
+:class:`ArmChannel` is the arm's persistent ROS endpoint: its own node, its own single-threaded
+executor, a FollowJointTrajectory action client and a guard condition to wake the executor.
+
+:class:`ArmRun` is one execution on that channel, run in the arm's own thread. That thread both
+*makes* every action request (send goal, get result, cancel) and *spins* the executor that
+receives the responses. rclpy's ActionClient is racy when requests are made on one thread while
+another spins (rclpy#1123: a response that arrives before the request is registered is dropped
+and its future never completes); making and spinning on one thread rules the race out.
+
+Waiting is event-driven: ``executor.spin_once`` blocks in the RMW wait set until a response,
+feedback, or the guard condition (triggered by the shared :class:`CancelScope`) arrives.
+The only periodic wake-up is server discovery, a graph query rclpy offers no event for.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from action_msgs.msg import GoalStatus
+from action_msgs.srv import CancelGoal
+from control_msgs.action import FollowJointTrajectory
+from rclpy.action import ActionClient
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+
+from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
+from mj_manipulator_ros.core.plan import ArmTrajectory
+from mj_manipulator_ros.core.report import ArmReport, ArmStatus
+from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
+from mj_manipulator_ros.ros.conversion import trajectory_msg
+
+#: Discovery poll period (s): rclpy has no event for "action server appeared".
+DISCOVERY_PERIOD_S = 0.02
+
+FeedbackHook = Callable[[str, FollowJointTrajectory.Feedback], None]
+
+
+class ArmChannel:
+    """A persistent endpoint for one arm. Only one :class:`ArmRun` may use it at a time."""
+
+    def __init__(self, arm: ArmConfig, node: Node) -> None:
+        self.arm = arm
+        self.node = node
+        self.executor = SingleThreadedExecutor(context=node.context)
+        self.executor.add_node(node)
+        self.client = ActionClient(node, FollowJointTrajectory, arm.action_name)
+        self._guard = node.create_guard_condition(lambda: None)
+
+    def wake(self) -> None:
+        """Make a blocked :meth:`spin_until` re-check its condition now (any thread)."""
+        self._guard.trigger()
+
+    def spin_until(self, done: Callable[[], bool], deadline: float,
+                   max_block: float | None = None) -> bool:
+        """Spin this arm's executor until ``done()`` or the monotonic ``deadline``.
+
+        Must be called from the thread that makes this arm's requests.
+        Returns ``done()``.
+        """
+        while not done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return done()
+            self.executor.spin_once(
+                timeout_sec=remaining if max_block is None else min(remaining, max_block))
+        return True
+
+    def close(self) -> None:
+        self.client.destroy()
+        self.node.destroy_guard_condition(self._guard)
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+
+
+@dataclass
+class ArmRun:
+    """One arm's part of one execution. Call :meth:`run` in the arm's thread, then :meth:`report`.
+
+    Args:
+        channel: the arm's endpoint.
+        trajectory: the arm's trajectory (validated).
+        scope: the execution's shared cancel scope.
+        gate: the execution's start gate.
+        settings: execution settings (timeouts in s).
+        now: the controllers' clock, s (the same clock for every arm).
+        duration_s: the longest arm's duration, s, for the execution timeout.
+        on_feedback: called with (arm, feedback) from this arm's thread.
+    """
+
+    channel: ArmChannel
+    trajectory: ArmTrajectory
+    scope: CancelScope
+    gate: StartGate
+    settings: ExecutionSettings
+    now: Callable[[], float]
+    duration_s: float
+    on_feedback: Optional[FeedbackHook] = None
+
+    status: ArmStatus = ArmStatus.NOT_SENT
+    error_code: Optional[int] = None
+    error_string: str = ""
+    goal_sent_at: Optional[float] = None
+    accepted_at: Optional[float] = None
+    result_at: Optional[float] = None
+    cancel_requested_at: Optional[float] = None
+    cancel_acknowledged_at: Optional[float] = None
+    stop_confirmed: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.channel.arm.name
+
+    def _fail(self, reason: FailureReason, error_string: str, error_code: int | None = None) -> None:
+        self.scope.fail(Failure(self.name, reason, error_code, error_string))
+
+    def run(self) -> None:
+        """Discover, wait for the gate, send, wait for the result; stop when the scope cancels."""
+        handle = result_future = None
+        try:
+            handle, result_future = self._run()
+        except Exception as exc:  # noqa: BLE001 - any exception in an arm stops every arm
+            self._fail(FailureReason.EXCEPTION, f"{type(exc).__name__}: {exc}")
+        if handle is not None and result_future is not None and not result_future.done():
+            try:
+                self._stop(handle, result_future)
+            except Exception as exc:  # noqa: BLE001
+                self.status, self.stop_confirmed = ArmStatus.UNCONFIRMED_STOP, False
+                self.error_string = f"stopping failed: {type(exc).__name__}: {exc}"
+
+    def _run(self):
+        ch, s = self.channel, self.settings
+        server_ready = ch.spin_until(
+            lambda: self.scope.canceled or ch.client.server_is_ready(),
+            time.monotonic() + s.server_wait_s, max_block=DISCOVERY_PERIOD_S)
+        if self.scope.canceled:
+            return None, None
+        if not server_ready:
+            self.error_string = (f"action server {ch.arm.action_name} not available within "
+                                 f"{s.server_wait_s} s")
+            self._fail(FailureReason.SERVER_UNAVAILABLE, self.error_string)
+            return None, None
+        self.gate.arrive(self.name)
+        stamp = self.gate.wait_open(timeout=s.server_wait_s + s.accept_wait_s)
+        if stamp is None:
+            return None, None
+
+        goal = FollowJointTrajectory.Goal()
+        goal.trajectory = trajectory_msg(self.trajectory, stamp)
+        self.goal_sent_at = self.now()
+        send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
+        ch.spin_until(lambda: send_future.done() or self.scope.canceled,
+                      time.monotonic() + s.accept_wait_s)
+        if not send_future.done():
+            # Canceled while the goal is in flight, or no answer: the goal may still be accepted,
+            # so wait (bounded) for the answer in order to cancel it.
+            if not self.scope.canceled:
+                self._fail(FailureReason.NO_RESPONSE,
+                           f"no accept/reject within {s.accept_wait_s} s of sending the goal")
+            if not ch.spin_until(send_future.done, time.monotonic() + s.cancel_wait_s):
+                self.status, self.stop_confirmed = ArmStatus.UNCONFIRMED_STOP, False
+                self.error_string = self.error_string or (
+                    "goal sent but never answered: it may have been accepted and be running")
+                return None, None
+        handle = send_future.result()
+        if not handle.accepted:
+            self.status = ArmStatus.REJECTED
+            self.error_string = f"goal rejected by {ch.arm.action_name}"
+            self._fail(FailureReason.GOAL_REJECTED, self.error_string)
+            return None, None
+        self.accepted_at = self.now()
+        self.status = ArmStatus.UNCONFIRMED_STOP  # until a result says otherwise
+        late = self.accepted_at - stamp.seconds
+        if late > 0 and not s.allow_late_acceptance:
+            self._fail(FailureReason.LATE_ACCEPTANCE,
+                       f"goal accepted {late * 1e3:.1f} ms after the start stamp; the arms would "
+                       f"not start together (raise execution.start_lead_s above "
+                       f"{s.start_lead_s} s)")
+        result_future = handle.get_result_async()
+        timeout = (stamp.seconds - self.now()) + self.duration_s * s.timeout_scaling \
+            + s.timeout_margin_s
+        ch.spin_until(lambda: result_future.done() or self.scope.canceled,
+                      time.monotonic() + max(timeout, 0.0))
+        if result_future.done():
+            self._finish(result_future.result(), stopping=False)
+        elif not self.scope.canceled:
+            self._fail(FailureReason.TIMEOUT,
+                       f"no result within {timeout:.2f} s of acceptance (duration "
+                       f"{self.duration_s:.2f} s x {s.timeout_scaling} + {s.timeout_margin_s} s)")
+        return handle, result_future
+
+    def _stop(self, handle, result_future) -> None:
+        """Cancel the active goal; wait (bounded) for the cancel response and the final result."""
+        ch, s = self.channel, self.settings
+        self.cancel_requested_at = self.now()
+        cancel_future = handle.cancel_goal_async()
+        if ch.spin_until(cancel_future.done, time.monotonic() + s.cancel_wait_s):
+            response = cancel_future.result()
+            code = response.return_code
+            # A refused cancel may come back as ERROR_REJECTED, or (rclpy's ActionServer) as
+            # ERROR_NONE with our goal missing from goals_canceling.
+            if (code == CancelGoal.Response.ERROR_NONE and response.goals_canceling) or \
+                    code == CancelGoal.Response.ERROR_GOAL_TERMINATED:
+                self.cancel_acknowledged_at = self.now()
+            else:
+                self.error_string = (f"cancel refused by the controller (return code {code}, "
+                                     f"{len(response.goals_canceling)} goal(s) canceling)")
+        else:
+            self.error_string = f"no cancel response within {s.cancel_wait_s} s"
+        if ch.spin_until(result_future.done, time.monotonic() + s.cancel_wait_s):
+            self._finish(result_future.result(), stopping=True)
+        else:
+            self.status, self.stop_confirmed = ArmStatus.UNCONFIRMED_STOP, False
+            self.error_string = (self.error_string + "; " if self.error_string else "") + \
+                f"no final result within {s.cancel_wait_s} s of the cancel: the arm may be moving"
+
+    def _finish(self, response, stopping: bool) -> None:
+        result = response.result
+        self.result_at = self.now()
+        self.error_code = int(result.error_code)
+        self.error_string = result.error_string or self.error_string
+        self.stop_confirmed = True
+        if response.status == GoalStatus.STATUS_SUCCEEDED and result.error_code == 0:
+            self.status = ArmStatus.SUCCEEDED
+            return
+        if response.status == GoalStatus.STATUS_CANCELED:
+            self.status = ArmStatus.CANCELED
+            reason = FailureReason.CANCELED
+        elif response.status == GoalStatus.STATUS_SUCCEEDED:
+            self.status = ArmStatus.ABORTED
+            reason = FailureReason.ERROR_CODE
+        else:
+            self.status = ArmStatus.ABORTED
+            reason = FailureReason.ABORTED
+        if not stopping:
+            self._fail(reason, result.error_string or f"goal ended with status {response.status}",
+                       int(result.error_code))
+
+    def _feedback(self, msg) -> None:
+        if self.on_feedback is not None:
+            self.on_feedback(self.name, msg.feedback)
+
+    def report(self) -> ArmReport:
+        return ArmReport(self.status, self.error_code, self.error_string, self.goal_sent_at,
+                         self.accepted_at, self.result_at, self.cancel_requested_at,
+                         self.cancel_acknowledged_at, self.stop_confirmed)

@@ -1,0 +1,105 @@
+"""Conversion between core values and ROS messages (trajectory_msgs, builtin_interfaces)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Duration, Time
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.errors import JointMismatchError, PlanError
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.sync import StartStamp
+
+
+def duration_msg(seconds: float) -> Duration:
+    ns = int(round(seconds * 1e9))
+    sec, nanosec = divmod(ns, 1_000_000_000)
+    return Duration(sec=sec, nanosec=nanosec)
+
+
+def duration_s(msg: Duration) -> float:
+    return msg.sec + msg.nanosec * 1e-9
+
+
+def time_msg(stamp: StartStamp) -> Time:
+    sec, nanosec = stamp.sec_nanosec
+    return Time(sec=sec, nanosec=nanosec)
+
+
+def time_ns(msg: Time) -> int:
+    return msg.sec * 1_000_000_000 + msg.nanosec
+
+
+def trajectory_msg(traj: ArmTrajectory, stamp: StartStamp | None = None) -> JointTrajectory:
+    """A JointTrajectory for one arm; ``header.stamp`` = stamp (0 when None)."""
+    msg = JointTrajectory()
+    msg.joint_names = list(traj.joint_names)
+    if stamp is not None:
+        msg.header.stamp = time_msg(stamp)
+    for i in range(traj.times.size):
+        p = JointTrajectoryPoint()
+        p.positions = traj.positions[i].tolist()
+        if traj.velocities is not None:
+            p.velocities = traj.velocities[i].tolist()
+        if traj.accelerations is not None:
+            p.accelerations = traj.accelerations[i].tolist()
+        p.time_from_start = duration_msg(float(traj.times[i]))
+        msg.points.append(p)
+    return msg
+
+
+def trajectory_from_msg(msg: JointTrajectory, arm: str = "") -> ArmTrajectory:
+    """An ArmTrajectory from a JointTrajectory (header ignored). Sizes are checked per point."""
+    times = [duration_s(p.time_from_start) for p in msg.points]
+    def rows(field: str):
+        values = [list(getattr(p, field)) for p in msg.points]
+        present = [len(v) > 0 for v in values]
+        if not any(present):
+            return None
+        return values  # ArmTrajectory reports the first row whose size is wrong
+    return ArmTrajectory(tuple(msg.joint_names), np.asarray(times, dtype=float),
+                         [list(p.positions) for p in msg.points], rows("velocities"),
+                         rows("accelerations"), arm=arm)
+
+
+def split_combined(msg: JointTrajectory, config: ExecutorConfig) -> MultiArmPlan:
+    """Split a trajectory over the joints of several arms into one trajectory per arm.
+
+    Arms none of whose joints appear are left out; an arm only partly covered, or a joint of no
+    arm, is an error (nothing is executed).
+
+    Raises:
+        JointMismatchError: a joint belongs to no arm, or an arm is only partly covered.
+        PlanError: no joint of any arm appears.
+    """
+    names = list(msg.joint_names)
+    owner = {j: a.name for a in config.arms for j in a.joint_names}
+    stray = [j for j in names if j not in owner]
+    if stray:
+        raise JointMismatchError(
+            f"joint(s) {stray} belong to no configured arm; known joints: {sorted(owner)}",
+            joint=stray[0])
+    full = trajectory_from_msg(msg, arm="combined")
+    arms = {}
+    for arm in config.arms:
+        cols = [names.index(j) for j in arm.joint_names if j in names]
+        if not cols:
+            continue
+        if len(cols) != len(arm.joint_names):
+            missing = [j for j in arm.joint_names if j not in names]
+            raise JointMismatchError(f"the goal names only some of the arm's joints; missing "
+                                     f"{missing}", arm=arm.name, joint=missing[0])
+        arms[arm.name] = ArmTrajectory(
+            arm.joint_names, full.times, full.positions[:, cols],
+            None if full.velocities is None else full.velocities[:, cols],
+            None if full.accelerations is None else full.accelerations[:, cols], arm=arm.name)
+    if not arms:
+        raise PlanError(f"the goal names no joint of any arm; arms: {list(config.arm_names)}")
+    return MultiArmPlan(arms)
+
+
+def joint_order(plan: MultiArmPlan) -> Sequence[str]:
+    return [j for t in plan.arms.values() for j in t.joint_names]

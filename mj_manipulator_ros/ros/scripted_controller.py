@@ -1,0 +1,166 @@
+"""A FollowJointTrajectory action server with one small, explicit behaviour.
+
+For tests, benchmarks and rehearsing failures: it records every goal it receives (stamp,
+joints, arrival time) and then does exactly one thing:
+
+=================  ======================================================================
+``succeed``        accept; succeed at stamp + the trajectory's duration (ROS time)
+``reject``         reject every goal
+``abort_after``    accept; abort ``after`` s past the start with PATH_TOLERANCE_VIOLATED (-4)
+``never_finish``   accept; run until canceled
+``slow_accept``    wait ``after`` s before accepting, then behave as ``succeed``
+``ignore_cancel``  accept; refuse every cancel and run to stamp + duration
+``exit_mid_goal``  accept; the *process* exits (os._exit) ``after`` s past the start
+=================  ======================================================================
+
+Each accepted goal gets one feedback message (joint names, header stamp) when it starts
+executing. It does not move anything; the MuJoCo simulated controller (``mj_manipulator_ros.sim``) is the
+one that behaves like joint_trajectory_controller. Run standalone with
+``python -m mj_manipulator_ros.ros.scripted_controller --action NAME --behavior B [--after S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import rclpy
+from control_msgs.action import FollowJointTrajectory
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+
+from mj_manipulator_ros.ros.conversion import duration_s, time_ns
+
+Result = FollowJointTrajectory.Result
+
+
+class Behavior(str, enum.Enum):
+    SUCCEED = "succeed"
+    REJECT = "reject"
+    ABORT_AFTER = "abort_after"
+    NEVER_FINISH = "never_finish"
+    SLOW_ACCEPT = "slow_accept"
+    IGNORE_CANCEL = "ignore_cancel"
+    EXIT_MID_GOAL = "exit_mid_goal"
+
+
+@dataclass(frozen=True)
+class ReceivedGoal:
+    """A goal as it arrived. Times in s on the server node's ROS clock."""
+
+    stamp_ns: int
+    joint_names: tuple[str, ...]
+    duration_s: float
+    received_at: float
+
+
+class ScriptedController:
+    """An action server on ``node`` (spin ``node`` in a MultiThreadedExecutor)."""
+
+    def __init__(self, node: Node, action: str, behavior: Behavior = Behavior.SUCCEED,
+                 after: float = 0.0) -> None:
+        self.node = node
+        self.behavior = Behavior(behavior)
+        self.after = after
+        self.goals: list[ReceivedGoal] = []
+        self.cancel_requests = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._server = ActionServer(
+            node, FollowJointTrajectory, action, self._execute,
+            goal_callback=self._on_goal, cancel_callback=self._on_cancel,
+            callback_group=ReentrantCallbackGroup())
+
+    def _now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
+        traj = goal.trajectory
+        with self._lock:
+            self.goals.append(ReceivedGoal(
+                time_ns(traj.header.stamp), tuple(traj.joint_names),
+                duration_s(traj.points[-1].time_from_start) if traj.points else 0.0, self._now()))
+        if self.behavior is Behavior.REJECT:
+            return GoalResponse.REJECT
+        if self.behavior is Behavior.SLOW_ACCEPT:
+            self._stop.wait(self.after)
+        return GoalResponse.ACCEPT
+
+    def _on_cancel(self, _request) -> CancelResponse:
+        with self._lock:
+            self.cancel_requests += 1
+        if self.behavior is Behavior.IGNORE_CANCEL:
+            return CancelResponse.REJECT
+        return CancelResponse.ACCEPT
+
+    def _execute(self, goal_handle) -> Result:
+        traj = goal_handle.request.trajectory
+        start = time_ns(traj.header.stamp) * 1e-9 or self._now()
+        duration = duration_s(traj.points[-1].time_from_start) if traj.points else 0.0
+        end = start + duration
+        feedback = FollowJointTrajectory.Feedback()
+        feedback.joint_names = list(traj.joint_names)
+        feedback.header.stamp = self.node.get_clock().now().to_msg()
+        goal_handle.publish_feedback(feedback)
+        if self.behavior is Behavior.ABORT_AFTER:
+            end = start + self.after
+        elif self.behavior is Behavior.NEVER_FINISH:
+            end = float("inf")
+        elif self.behavior is Behavior.EXIT_MID_GOAL:
+            end = start + self.after
+        while True:
+            if goal_handle.is_cancel_requested and self.behavior is not Behavior.IGNORE_CANCEL:
+                goal_handle.canceled()
+                return Result(error_code=Result.SUCCESSFUL, error_string="canceled")
+            remaining = end - self._now()
+            if remaining <= 0 or self._stop.is_set():
+                break
+            # Cancel requests arrive on another executor thread; re-check every 5 ms.
+            self._stop.wait(min(remaining, 0.005))
+        if self._stop.is_set():
+            goal_handle.abort()
+            return Result(error_code=Result.INVALID_GOAL, error_string="controller shut down")
+        if self.behavior is Behavior.EXIT_MID_GOAL:
+            os._exit(3)
+        if self.behavior is Behavior.ABORT_AFTER:
+            goal_handle.abort()
+            return Result(error_code=Result.PATH_TOLERANCE_VIOLATED,
+                          error_string=f"scripted abort {self.after} s after the start")
+        goal_handle.succeed()
+        return Result(error_code=Result.SUCCESSFUL)
+
+    def shutdown(self) -> None:
+        """End every running goal (aborted) and destroy the action server."""
+        self._stop.set()
+        self._server.destroy()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--action", required=True)
+    parser.add_argument("--behavior", default="succeed", choices=[b.value for b in Behavior])
+    parser.add_argument("--after", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    rclpy.init()
+    node = rclpy.create_node(f"scripted_controller_{os.getpid()}")
+    ScriptedController(node, args.action, Behavior(args.behavior), args.after)
+    executor = MultiThreadedExecutor(num_threads=4)
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

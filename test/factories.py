@@ -1,0 +1,36 @@
+"""Small configs and plans for tests (seeded, explicit)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mj_manipulator_ros.core.config import config_from_mapping
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+
+
+def make_config(arms=("left", "right"), joints: int = 3, velocity: float = 10.0, **execution):
+    return config_from_mapping({
+        "arms": [{"name": a, "joint_names": [f"{a}_j{k}" for k in range(joints)],
+                  "joint_limits": {f"{a}_j{k}": {"lower": -2.0, "upper": 2.0, "velocity": velocity}
+                                   for k in range(joints)}}
+                 for a in arms],
+        "execution": {"server_wait_s": 5.0, "cancel_wait_s": 2.0, **execution},
+    })
+
+
+def make_plan(arms=("left", "right"), joints: int = 3, duration: float = 1.0, points: int = 5,
+              seed: int = 0, velocities: bool = True) -> MultiArmPlan:
+    """Smooth out-and-back motions, amplitude 0.3 rad, zero end velocity."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0.0, duration, points)
+    phase = np.sin(np.pi * t / duration)[:, None]            # 0 -> 1 -> 0
+    dphase = (np.pi / duration) * np.cos(np.pi * t / duration)[:, None]
+    out = {}
+    for a in arms:
+        amp = rng.uniform(-0.3, 0.3, size=joints)
+        vel = dphase * amp
+        vel[-1] = 0.0
+        vel[0] = 0.0
+        out[a] = ArmTrajectory(tuple(f"{a}_j{k}" for k in range(joints)), t, phase * amp,
+                               vel if velocities else None)
+    return MultiArmPlan(out)

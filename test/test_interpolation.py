@@ -1,0 +1,70 @@
+"""Splines meet their boundary conditions; checked against a slow reference (a linear solve)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from factories import make_plan
+from mj_manipulator_ros.core.interpolation import (
+    Interpolation, evaluate, resample_to_common_grid, sample, segment_coefficients)
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+
+
+def reference_quintic(p0, v0, a0, p1, v1, a1, T):
+    """Solve the 6x6 boundary system for one scalar segment."""
+    def rows(t):
+        return [[t**k for k in range(6)],
+                [k * t ** (k - 1) if k else 0 for k in range(6)],
+                [k * (k - 1) * t ** (k - 2) if k > 1 else 0 for k in range(6)]]
+    A = np.array(rows(0.0) + rows(T), dtype=float)
+    return np.linalg.solve(A, [p0, v0, a0, p1, v1, a1])
+
+
+def test_quintic_matches_reference() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        b = rng.normal(size=6)
+        T = rng.uniform(0.05, 3.0)
+        c = segment_coefficients(*[np.array([x]) for x in b], T, Interpolation.QUINTIC)
+        np.testing.assert_allclose(c[:, 0], reference_quintic(*b, T), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("kind", list(Interpolation))
+def test_boundary_conditions(kind) -> None:
+    rng = np.random.default_rng(1)
+    p0, v0, a0, p1, v1, a1 = (rng.normal(size=4) for _ in range(6))
+    T = 0.7
+    c = segment_coefficients(p0, v0, a0, p1, v1, a1, T, kind)
+    p, v, a = evaluate(c, 0.0)
+    q, w, b = evaluate(c, T)
+    np.testing.assert_allclose(p, p0, atol=1e-12)
+    np.testing.assert_allclose(q, p1, atol=1e-12)
+    if kind is not Interpolation.LINEAR:
+        np.testing.assert_allclose(v, v0, atol=1e-12)
+        np.testing.assert_allclose(w, v1, atol=1e-10)
+    if kind is Interpolation.QUINTIC:
+        np.testing.assert_allclose(a, a0, atol=1e-12)
+        np.testing.assert_allclose(b, a1, atol=1e-9)
+
+
+def test_sample_holds_outside_and_hits_waypoints() -> None:
+    plan = make_plan()
+    t = plan["left"]
+    p, v, _ = sample(t, np.concatenate([[-1.0], t.times, [5.0]]))
+    np.testing.assert_allclose(p[1:-1], t.positions, atol=1e-12)
+    np.testing.assert_allclose(p[0], t.positions[0])
+    np.testing.assert_allclose(p[-1], t.positions[-1])
+    assert np.all(v[0] == 0) and np.all(v[-1] == 0)
+
+
+def test_resample_to_common_grid() -> None:
+    a = make_plan(arms=("left",), duration=1.0, points=5)["left"]
+    b = make_plan(arms=("right",), duration=1.3, points=7, seed=3)["right"]
+    plan = resample_to_common_grid(MultiArmPlan({"left": a, "right": b}), 0.1)
+    np.testing.assert_allclose(plan["left"].times, plan["right"].times)
+    assert plan["left"].times[-1] == pytest.approx(1.3)
+    assert plan["left"].times[1] - plan["left"].times[0] == pytest.approx(0.1)
+    np.testing.assert_allclose(plan["left"].positions[-1], a.positions[-1])  # held after its end
+    p, _, _ = sample(b, [0.5])
+    np.testing.assert_allclose(plan["right"].positions[5], p[0], atol=1e-12)
