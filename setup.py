@@ -45,6 +45,8 @@ setup(
     entry_points={
         "console_scripts": [
             "mj-manipulator-ros = mj_manipulator_ros.cli:main",
+            "execution_node = mj_manipulator_ros.ros.execution_node:main",
+            "scripted_controller = mj_manipulator_ros.ros.scripted_controller:main",
         ],
     },
 )

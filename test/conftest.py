@@ -77,3 +77,30 @@ def scripted(ros):
             c.shutdown()
         spinner.stop()
         node.destroy_node()
+
+
+@pytest.fixture
+def processes():
+    """Factory starting OS processes; every one is terminated (then killed) after the test."""
+    import signal
+    import subprocess
+
+    started = []
+
+    def start(args, **kwargs):
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+        started.append(p)
+        return p
+    yield start
+    for p in started:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in started:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+        for stream in (p.stdout, p.stderr):
+            if stream:
+                stream.close()

@@ -86,6 +86,9 @@ class ScriptedController:
             self.goals.append(ReceivedGoal(
                 time_ns(traj.header.stamp), tuple(traj.joint_names),
                 duration_s(traj.points[-1].time_from_start) if traj.points else 0.0, self._now()))
+        self.node.get_logger().info(
+            f"goal received: {len(traj.joint_names)} joints, {len(traj.points)} points, "
+            f"stamp {time_ns(traj.header.stamp)} ns ({self.behavior.value})")
         if self.behavior is Behavior.REJECT:
             return GoalResponse.REJECT
         if self.behavior is Behavior.SLOW_ACCEPT:

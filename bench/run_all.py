@@ -1,0 +1,28 @@
+"""Run every benchmark in bench/ and print one JSON document (`make bench`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = ["executor_bench.py"]
+
+
+def main() -> int:
+    out = {}
+    for name in BENCHMARKS:
+        proc = subprocess.run([sys.executable, str(HERE / name)], capture_output=True, text=True,
+                              timeout=1800)
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+            return proc.returncode
+        out[name] = json.loads(proc.stdout)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""The execution node: one combined FollowJointTrajectory action server over several arms.
+
+MoveIt (or anything else) sends one trajectory over the joints of several arms to
+``~/follow_joint_trajectory`` as if to one controller. The node:
+
+- **rejects** (like joint_trajectory_controller: no result, nothing moves) a goal naming a joint
+  of no arm, covering only part of an arm, or failing plan validation (the reason is logged);
+  and a goal arriving while another is running;
+- splits the goal by each arm's ``joint_names`` (arms with none of their joints in the goal are
+  left out) and runs the arms through :class:`MultiArmExecutor`: one shared start stamp, one
+  shared cancel. The incoming ``header.stamp`` is not used: the executor computes the shared
+  stamp (now + ``start_lead_s``) itself;
+- publishes feedback merged from the arms' feedback (joint names in the goal's order; the
+  desired/actual/error arrays are filled once every arm has reported them);
+- on cancel of the combined goal, cancels every arm and waits for each stop to be confirmed;
+- ends SUCCEEDED (error_code 0), CANCELED (0), or ABORTED with the first failure's error_code
+  (-1 INVALID_GOAL when the failure carries none) and an error_string naming the arm.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+from control_msgs.action import FollowJointTrajectory
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.report import ExecutionReport, ExecutionStatus
+from mj_manipulator_ros.core.validation import validate_plan
+from mj_manipulator_ros.ros.conversion import split_combined
+from mj_manipulator_ros.ros.executor import MultiArmExecutor
+
+Result = FollowJointTrajectory.Result
+
+
+class CombinedTrajectoryServer:
+    """The combined action server, on ``node``; spin ``node`` in a MultiThreadedExecutor.
+
+    Args:
+        node: node to serve on.
+        config: the arms.
+        executor: runs the split plans (its nodes are its own).
+        action_name: default ``~/follow_joint_trajectory`` (relative to the node).
+    """
+
+    def __init__(self, node: Node, config: ExecutorConfig, executor: MultiArmExecutor,
+                 action_name: str = "~/follow_joint_trajectory") -> None:
+        self.node = node
+        self.config = config
+        self.executor = executor
+        self.last_report: Optional[ExecutionReport] = None
+        self._busy = threading.Lock()
+        self._feedback_lock = threading.Lock()
+        self._goal_handle = None
+        self._arm_feedback: dict[str, FollowJointTrajectory.Feedback] = {}
+        self._goal_joints: list[str] = []
+        executor.on_feedback = self._on_arm_feedback
+        self._server = ActionServer(
+            node, FollowJointTrajectory, action_name, self._execute,
+            goal_callback=self._on_goal, cancel_callback=self._on_cancel,
+            callback_group=ReentrantCallbackGroup())
+
+    def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
+        try:
+            plan = split_combined(goal.trajectory, self.config)
+            validate_plan(plan, self.config)
+        except MjManipulatorError as exc:
+            self.node.get_logger().error(f"rejecting combined goal: {exc}")
+            return GoalResponse.REJECT
+        if self._busy.locked():
+            self.node.get_logger().error("rejecting combined goal: another goal is executing")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_cancel(self, _goal_handle) -> CancelResponse:
+        self.executor.abort("combined goal canceled by its client")
+        return CancelResponse.ACCEPT
+
+    def _execute(self, goal_handle) -> Result:
+        if not self._busy.acquire(blocking=False):
+            goal_handle.abort()
+            return Result(error_code=Result.INVALID_GOAL,
+                          error_string="another combined goal is executing")
+        try:
+            plan = split_combined(goal_handle.request.trajectory, self.config)
+            with self._feedback_lock:
+                self._goal_handle = goal_handle
+                self._arm_feedback = {}
+                self._goal_joints = list(goal_handle.request.trajectory.joint_names)
+            report = self.executor.execute(plan)
+        except Exception as exc:  # noqa: BLE001 - validated in _on_goal; report anything else
+            goal_handle.abort()
+            return Result(error_code=Result.INVALID_GOAL, error_string=f"{type(exc).__name__}: {exc}")
+        finally:
+            with self._feedback_lock:
+                self._goal_handle = None
+            self._busy.release()
+        self.last_report = report
+        if report.status is ExecutionStatus.SUCCEEDED:
+            goal_handle.succeed()
+            return Result(error_code=Result.SUCCESSFUL)
+        message = _failure_text(report)
+        if goal_handle.is_cancel_requested and report.status is ExecutionStatus.CANCELED:
+            goal_handle.canceled()
+            return Result(error_code=Result.SUCCESSFUL, error_string=message)
+        goal_handle.abort()
+        code = report.first_failure.error_code if report.first_failure else None
+        return Result(error_code=code if code else Result.INVALID_GOAL, error_string=message)
+
+    def _on_arm_feedback(self, arm: str, feedback: FollowJointTrajectory.Feedback) -> None:
+        with self._feedback_lock:
+            handle = self._goal_handle
+            if handle is None:
+                return
+            self._arm_feedback[arm] = feedback
+            merged = _merge(self._goal_joints, self._arm_feedback)
+        handle.publish_feedback(merged)
+
+    def destroy(self) -> None:
+        self._server.destroy()
+
+
+def _failure_text(report: ExecutionReport) -> str:
+    f = report.first_failure
+    head = "failed" if f is None else (
+        f"arm '{f.arm}': {f.reason.value}" if f.arm else f"{f.reason.value}")
+    if f is not None and f.error_string:
+        head += f": {f.error_string}"
+    unconfirmed = report.unconfirmed_arms
+    if unconfirmed:
+        head += f"; STOP NOT CONFIRMED for {unconfirmed}"
+    return head
+
+
+def _merge(goal_joints: list[str], per_arm: dict) -> FollowJointTrajectory.Feedback:
+    merged = FollowJointTrajectory.Feedback()
+    merged.joint_names = list(goal_joints)
+    if per_arm:
+        latest = max(per_arm.values(), key=lambda f: (f.header.stamp.sec, f.header.stamp.nanosec))
+        merged.header = latest.header
+        merged.index = min(f.index for f in per_arm.values())
+    for part in ("desired", "actual", "error"):
+        by_joint = {}
+        for fb in per_arm.values():
+            point = getattr(fb, part)
+            if len(point.positions) == len(fb.joint_names):
+                by_joint.update(zip(fb.joint_names, zip(point.positions, point.velocities or
+                                                        [0.0] * len(fb.joint_names))))
+        if all(j in by_joint for j in goal_joints):
+            setattr(merged, part, JointTrajectoryPoint(
+                positions=[by_joint[j][0] for j in goal_joints],
+                velocities=[by_joint[j][1] for j in goal_joints]))
+    return merged
+
+
+NODE_PARAMETERS = {
+    "config": ("", "path of the executor configuration file (arms, actions, limits, execution)"),
+    "start_lead_s": (-1.0, "start stamp lead in s; negative = execution.start_lead_s of the config"),
+    "preflight_check": (False, "refuse plans that collide in synchronized replay"),
+}
+
+
+def run_node(argv: list[str] | None = None, config_path: str | None = None) -> int:
+    """Run the execution node until SIGINT/SIGTERM (which abort a running goal first)."""
+    import signal
+
+    import rclpy
+    from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.executors import MultiThreadedExecutor
+
+    from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.ros.context import RosContext
+    from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+
+    ros = RosContext(args=argv)
+    node = rclpy.create_node("mj_manipulator_execution", context=ros.context)
+    for name, (default, doc) in NODE_PARAMETERS.items():
+        node.declare_parameter(name, default, ParameterDescriptor(description=doc))
+    path = config_path or node.get_parameter("config").value
+    if not path:
+        node.get_logger().fatal("parameter 'config' (the executor configuration file) is not set")
+        node.destroy_node()
+        ros.close()
+        return 2
+    config = load_config(path)
+    lead = node.get_parameter("start_lead_s").value
+    config = config.with_execution(
+        use_sim_time=bool(node.get_parameter("use_sim_time").value) or config.execution.use_sim_time,
+        preflight_check=bool(node.get_parameter("preflight_check").value) or config.execution.preflight_check,
+        **({"start_lead_s": lead} if lead >= 0 else {}))
+    executor = MultiArmExecutor(config, context=ros.context)
+    server = CombinedTrajectoryServer(node, config, executor)
+    spin = MultiThreadedExecutor(num_threads=4, context=ros.context)
+    spin.add_node(node)
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        executor.abort(f"execution node stopping ({signal.Signals(signum).name})")
+        stop.set()
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    node.get_logger().info(
+        f"combined FollowJointTrajectory action on {node.get_fully_qualified_name()}/"
+        f"follow_joint_trajectory for arms {list(config.arm_names)}")
+    try:
+        with BackgroundSpinner(spin, "mjmr-execution-node"):
+            stop.wait()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        server.destroy()
+        executor.close()
+        node.destroy_node()
+        ros.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``ros2 run mj_manipulator_ros execution_node --ros-args -p config:=FILE``."""
+    import sys
+
+    return run_node(sys.argv if argv is None else argv)

@@ -1,0 +1,108 @@
+"""`mj-manipulator-ros execute` against controllers running as separate processes."""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from factories import make_plan
+from mj_manipulator_ros.core.plan_io import save_plan
+
+CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
+ARM_KEYS = {"status", "error_code", "error_string", "goal_sent_at", "accepted_at", "result_at",
+            "cancel_requested_at", "cancel_acknowledged_at", "stop_confirmed"}
+
+
+def write_inputs(tmp_path: Path, duration: float, arms=("left", "right")) -> tuple[Path, Path]:
+    config = {"arms": [{"name": a, "joint_names": [f"{a}_j{k}" for k in range(3)],
+                        "action": f"/cli_{a}/follow_joint_trajectory",
+                        "joint_limits": {f"{a}_j{k}": {"lower": -2, "upper": 2, "velocity": 5}
+                                         for k in range(3)}} for a in arms],
+              "execution": {"server_wait_s": 15.0, "start_lead_s": 0.3}}
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    plan = tmp_path / "plan.yaml"
+    save_plan(make_plan(arms, duration=duration), plan)
+    return plan, cfg
+
+
+def controllers(processes, behaviors: dict):
+    return {a: processes([sys.executable, "-m", "mj_manipulator_ros.ros.scripted_controller",
+                          "--action", f"/cli_{a}/follow_joint_trajectory", "--behavior", b])
+            for a, b in behaviors.items()}
+
+
+def wait_for_line(proc, text: str, timeout: float) -> str:
+    """Read proc's stderr until a line containing text (bounded by timeout)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        if ready:
+            line = proc.stderr.readline()
+            if text in line:
+                return line
+            if not line:
+                break
+    raise AssertionError(f"no line containing {text!r} within {timeout} s")
+
+
+def test_execute_prints_json_report_and_exits_0(tmp_path, processes) -> None:
+    plan, cfg = write_inputs(tmp_path, duration=0.5)
+    controllers(processes, {"left": "succeed", "right": "succeed"})
+    out = subprocess.run([*CLI, "execute", str(plan), "--config", str(cfg), "--json",
+                          "--speed", "0.5"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert set(report) == {"status", "start_stamp", "first_failure", "arms"}
+    assert report["status"] == "succeeded" and report["first_failure"] is None
+    for arm in ("left", "right"):
+        assert set(report["arms"][arm]) == ARM_KEYS
+        r = report["arms"][arm]
+        assert r["result_at"] - report["start_stamp"] >= 1.0 - 0.05  # 0.5 s plan at 50 % speed
+
+
+def test_failure_exits_1(tmp_path, processes) -> None:
+    plan, cfg = write_inputs(tmp_path, duration=2.0)
+    controllers(processes, {"left": "succeed", "right": "reject"})
+    out = subprocess.run([*CLI, "execute", str(plan), "--config", str(cfg), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    report = json.loads(out.stdout)
+    assert report["first_failure"]["arm"] == "right"
+    assert report["first_failure"]["reason"] == "goal_rejected"
+
+
+def test_bad_plan_exits_2_before_connecting(tmp_path) -> None:
+    plan, cfg = write_inputs(tmp_path, duration=0.5)
+    data = yaml.safe_load(plan.read_text())
+    data["arms"]["left"]["points"][2]["positions"][1] = 7.0
+    plan.write_text(yaml.safe_dump(data))
+    out = subprocess.run([*CLI, "execute", str(plan), "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "arm 'left', waypoint 2, joint 'left_j1': position 7 is outside the limits [-2, 2]" \
+        in out.stderr
+
+
+def test_ctrl_c_cancels_every_arm(tmp_path, processes) -> None:
+    plan, cfg = write_inputs(tmp_path, duration=4.0)
+    ctl = controllers(processes, {"left": "never_finish", "right": "never_finish"})
+    cli = processes([*CLI, "execute", str(plan), "--config", str(cfg), "--json"])
+    for proc in ctl.values():  # both goals are out and running: now press Ctrl-C
+        wait_for_line(proc, "goal received", timeout=60)
+    cli.send_signal(signal.SIGINT)
+    stdout, stderr = cli.communicate(timeout=30)
+    assert cli.returncode == 130, stderr
+    report = json.loads(stdout)
+    assert report["status"] == "canceled"
+    assert report["first_failure"]["error_string"] == "interrupted (Ctrl-C)"
+    for arm in ("left", "right"):
+        assert report["arms"][arm]["status"] == "canceled"
+        assert report["arms"][arm]["stop_confirmed"] is True

@@ -1,0 +1,52 @@
+"""Configuration files: every mistake is named by key path, with what was expected."""
+
+from __future__ import annotations
+
+import pytest
+
+from mj_manipulator_ros.core.config import config_from_mapping, load_config
+from mj_manipulator_ros.core.errors import ConfigError
+
+GOOD = {"arms": [{"name": "left", "joint_names": ["a", "b"],
+                  "joint_limits": {"a": {"lower": -1, "upper": 1, "velocity": 2}}},
+                 {"name": "right", "joint_names": ["c"], "action": "/r/fjt"}],
+        "execution": {"start_lead_s": 0.4}}
+
+
+def test_good_config() -> None:
+    cfg = config_from_mapping(GOOD)
+    assert cfg.arm_names == ("left", "right")
+    assert cfg.arm("left").action_name == "/left_arm_controller/follow_joint_trajectory"
+    assert cfg.arm("right").action_name == "/r/fjt"
+    assert cfg.execution.start_lead_s == 0.4 and cfg.execution.cancel_wait_s == 2.0
+    assert cfg.arm("left").joint_limits["a"].velocity == 2.0
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["execution"].update(start_lead=1), r"execution: unknown key\(s\) \['start_lead'\]; allowed: \[.*'start_lead_s'"),
+    (lambda d: d["execution"].update(start_lead_s=-1), r"execution.start_lead_s: must be >= 0.0, got -1"),
+    (lambda d: d["execution"].update(cancel_wait_s="soon"), r"execution.cancel_wait_s: expected a number, got 'soon'"),
+    (lambda d: d["arms"][0].update(joint_names=["a", "a"]), r"arms\[0\].joint_names: duplicate joint\(s\) \['a'\]"),
+    (lambda d: d["arms"][1].update(name="left"), r"arms: duplicate arm names"),
+    (lambda d: d["arms"][1].update(joint_names=["a"]), r"joint 'a' belongs to both 'left' and 'right'"),
+    (lambda d: d["arms"][0]["joint_limits"].update(z={"lower": 0}), r"arms\[0\].joint_limits: unknown joint 'z'; the arm's joints are \['a', 'b'\]"),
+    (lambda d: d["arms"][0]["joint_limits"]["a"].update(lower=2), r"joint_limits.a: lower 2.0 > upper 1.0"),
+    (lambda d: d["arms"][0]["joint_limits"]["a"].update(effort=3), r"joint_limits.a: unknown key\(s\) \['effort'\]"),
+    (lambda d: d["arms"][0].pop("name"), r"arms\[0\].name: required key missing"),
+    (lambda d: d.update(robot="x"), r"unknown top-level key\(s\) \['robot'\]"),
+])
+def test_bad_config(mutate, message) -> None:
+    import copy
+    data = copy.deepcopy(GOOD)
+    mutate(data)
+    with pytest.raises(ConfigError, match=message):
+        config_from_mapping(data)
+
+
+def test_load_names_file(tmp_path) -> None:
+    p = tmp_path / "c.yaml"
+    p.write_text("arms: [{name: left}]\n")
+    with pytest.raises(ConfigError, match=rf"{p}: arms\[0\].joint_names: required key missing"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.yaml")
