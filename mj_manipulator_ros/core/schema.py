@@ -30,7 +30,15 @@ def convert(value: Any, tp: Any, path: str) -> Any:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if value is None:
             return None
-        return convert(value, args[0], path)
+        errors = []
+        for arg in args:
+            try:
+                return convert(value, arg, path)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        if len(errors) == 1:
+            raise ConfigError(errors[0])
+        raise ConfigError(f"{path}: expected one of {[_type_name(a) for a in args]}, got {value!r}")
     if dataclasses.is_dataclass(tp):
         return from_mapping(tp, value, path)
     if origin is tuple:
@@ -53,8 +61,8 @@ def convert(value: Any, tp: Any, path: str) -> Any:
             raise ConfigError(f"{path}: expected an integer, got {value!r}")
         return value
     if tp is str:
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{path}: expected a non-empty string, got {value!r}")
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {value!r}")
         return value
     raise TypeError(f"schema: unsupported annotation {tp!r} at {path}")  # programming error
 
@@ -79,6 +87,8 @@ def from_mapping(cls: type[T], data: Any, path: str) -> T:
                 raise ConfigError(f"{key_path}: required key missing")
             continue
         value = convert(data[name], hints[name], key_path)
+        if value == "" and f.default is dataclasses.MISSING:
+            raise ConfigError(f"{key_path}: expected a non-empty string, got ''")
         lo, hi = f.metadata.get("min"), f.metadata.get("max")
         if value is not None and lo is not None and value < lo:
             raise ConfigError(f"{key_path}: must be >= {lo}, got {value}")

@@ -1,0 +1,209 @@
+"""Scene composition: arm models attached under their prefixes and base poses, one MjModel.
+
+Each entry of ``scene.models`` is an MJCF file attached with ``MjSpec.attach`` into an empty
+parent spec at its own frame (position, quaternion) and name prefix, so any number of arms of any
+MJCF model can share one scene. Solver options are set on the parent (``attach`` does not carry
+them). Arms are then bound by name: every configured arm joint must exist in the composed model
+and be driven by exactly one position servo (``gaintype=fixed``, ``biastype=affine``,
+``biasprm[1] = -kp``).
+
+Names are resolved to indices once, here; everything downstream uses :class:`ArmBinding`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from mj_manipulator_ros.core.config import ArmConfig
+from mj_manipulator_ros.core.errors import ConfigError
+from mj_manipulator_ros.resources import resolve_model
+from mj_manipulator_ros.sim.sim_config import SceneConfig, SimConfig
+
+log = logging.getLogger(__name__)
+
+_CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
+_INTEGRATORS = {"euler": mujoco.mjtIntegrator.mjINT_EULER, "rk4": mujoco.mjtIntegrator.mjINT_RK4,
+                "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+                "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}
+
+
+@dataclass(frozen=True)
+class ArmBinding:
+    """One arm's indices into the model. Arrays have shape (J,), in the arm's joint order.
+
+    Attributes:
+        joint_ids, qpos_adr, dof_adr, actuator_ids: model indices.
+        kp, kv: servo stiffness (N m/rad) and damping (N m s/rad) of each joint's actuator.
+        lower, upper: joint range (rad or m); +-inf for an unlimited joint.
+        body_ids: every body moved by the arm's joints (for collision attribution).
+    """
+
+    name: str
+    joint_names: tuple[str, ...]
+    joint_ids: np.ndarray
+    qpos_adr: np.ndarray
+    dof_adr: np.ndarray
+    actuator_ids: np.ndarray
+    kp: np.ndarray
+    kv: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    body_ids: frozenset
+
+
+def compose_spec(scene: SceneConfig, base_dir: Path | None = None) -> mujoco.MjSpec:
+    """The parent spec with every model attached (not compiled)."""
+    parent = mujoco.MjSpec()
+    parent.modelname = "mj_manipulator_scene"
+    parent.option.cone = _choice(_CONES, scene.option.cone, "scene.option.cone")
+    parent.option.integrator = _choice(_INTEGRATORS, scene.option.integrator, "scene.option.integrator")
+    parent.option.impratio = scene.option.impratio
+    parent.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1],
+                               type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
+    if scene.floor:
+        parent.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[3, 3, 0.05],
+                                  rgba=[0.35, 0.37, 0.4, 1])
+    for i, m in enumerate(scene.models):
+        if len(m.pos) != 3 or len(m.quat) != 4:
+            raise ConfigError(f"scene.models[{i}]: pos needs 3 values and quat 4, got "
+                              f"{list(m.pos)} and {list(m.quat)}")
+        child = mujoco.MjSpec.from_file(str(resolve_model(m.file, base_dir)))
+        frame = parent.worldbody.add_frame(pos=list(m.pos), quat=list(m.quat))
+        with _quiet_attach():
+            parent.attach(child, prefix=m.prefix, frame=frame)
+    return parent
+
+
+@contextlib.contextmanager
+def _quiet_attach():
+    """Attach warnings are expected: option conflicts (the parent's options win, by design) and
+    an empty prefix (how the OpenArm joints keep their ros2_control names). Log them at debug."""
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(lambda msg: log.debug("mujoco: %s", msg.strip()))
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Attach")
+            yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+
+
+def compile_scene(scene: SceneConfig, base_dir: Path | None = None) -> mujoco.MjModel:
+    spec = compose_spec(scene, base_dir)
+    with _quiet_attach():
+        return spec.compile()
+
+
+def bind_arm(model: mujoco.MjModel, arm: ArmConfig) -> ArmBinding:
+    """Resolve an arm's joints and their position servos in the model.
+
+    Raises:
+        ConfigError: a joint is missing, or has no (or more than one) position servo.
+    """
+    all_joints = [model.joint(i).name for i in range(model.njnt)]
+    ids, acts = [], []
+    for joint in arm.joint_names:
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint)
+        if jid < 0:
+            near = [j for j in all_joints if joint.split("/")[-1][-6:] in j][:6]
+            raise ConfigError(f"arm {arm.name!r}: joint {joint!r} is not in the scene model"
+                              f"{'; similar: ' + str(near) if near else ''}; the model has "
+                              f"{len(all_joints)} joints: {all_joints}")
+        servos = [a for a in range(model.nu)
+                  if model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
+                  and model.actuator_trnid[a, 0] == jid]
+        servos = [a for a in servos if _is_position_servo(model, a)]
+        if len(servos) != 1:
+            raise ConfigError(f"arm {arm.name!r}: joint {joint!r} needs exactly one position servo "
+                              f"actuator, found {len(servos)}")
+        ids.append(jid)
+        acts.append(servos[0])
+    ids_a, acts_a = np.array(ids), np.array(acts)
+    limited = model.jnt_limited[ids_a].astype(bool)
+    lower = np.where(limited, model.jnt_range[ids_a, 0], -np.inf)
+    upper = np.where(limited, model.jnt_range[ids_a, 1], np.inf)
+    dofs = model.jnt_dofadr[ids_a]
+    bodies = set()
+    for b in range(model.nbody):
+        if any(_moves(model, b, d) for d in dofs):
+            bodies.add(b)
+    return ArmBinding(arm.name, arm.joint_names, ids_a, model.jnt_qposadr[ids_a], dofs, acts_a,
+                      model.actuator_gainprm[acts_a, 0].copy(), -model.actuator_biasprm[acts_a, 2],
+                      lower, upper, frozenset(bodies))
+
+
+def _moves(model: mujoco.MjModel, body: int, dof: int) -> bool:
+    """Does dof move body (is the dof's body the body or one of its ancestors)?"""
+    target = model.dof_bodyid[dof]
+    while body > 0:
+        if body == target:
+            return True
+        body = model.body_parentid[body]
+    return False
+
+
+def _is_position_servo(model: mujoco.MjModel, a: int) -> bool:
+    return (model.actuator_gaintype[a] == mujoco.mjtGain.mjGAIN_FIXED
+            and model.actuator_biastype[a] == mujoco.mjtBias.mjBIAS_AFFINE
+            and np.isclose(model.actuator_biasprm[a, 1], -model.actuator_gainprm[a, 0]))
+
+
+def _choice(table: dict, value: str, path: str):
+    if value not in table:
+        raise ConfigError(f"{path}: expected one of {sorted(table)}, got {value!r}")
+    return table[value]
+
+
+@dataclass
+class Scene:
+    """A compiled scene with its arms bound. Build with :meth:`from_config`."""
+
+    model: mujoco.MjModel
+    arms: dict[str, ArmBinding]
+    initial_qpos: np.ndarray
+    config: SimConfig
+
+    @classmethod
+    def from_config(cls, config: SimConfig, base_dir: Path | None = None) -> "Scene":
+        if base_dir is None and config.executor.source:
+            base_dir = Path(config.executor.source).resolve().parent
+        model = compile_scene(config.scene, base_dir)
+        arms = {a.name: bind_arm(model, a) for a in config.executor.arms}
+        qpos = model.qpos0.copy()
+        for joint, value in config.scene.initial_positions.items():
+            jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint)
+            if jid < 0:
+                raise ConfigError(f"scene.initial_positions: joint {joint!r} is not in the model")
+            if model.jnt_limited[jid] and not (model.jnt_range[jid, 0] <= value <= model.jnt_range[jid, 1]):
+                raise ConfigError(f"scene.initial_positions.{joint}: {value} is outside the joint "
+                                  f"range {model.jnt_range[jid].tolist()}")
+            qpos[model.jnt_qposadr[jid]] = value
+        from mj_manipulator_ros.sim.physics_check import choose_timestep
+        control_period = 1.0 / config.sim.control_rate_hz
+        if config.scene.timestep == "auto":
+            model.opt.timestep = choose_timestep(model, arms.values(), qpos, control_period)
+        else:
+            model.opt.timestep = float(config.scene.timestep)
+        return cls(model, arms, qpos, config)
+
+    def initial_data(self) -> mujoco.MjData:
+        """A fresh MjData at the initial pose, every servo holding its joint there."""
+        data = mujoco.MjData(self.model)
+        data.qpos[:] = self.initial_qpos
+        for a in range(self.model.nu):
+            if self.model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT:
+                j = self.model.actuator_trnid[a, 0]
+                data.ctrl[a] = data.qpos[self.model.jnt_qposadr[j]]
+        if self.model.nu:
+            lo, hi = self.model.actuator_ctrlrange[:, 0], self.model.actuator_ctrlrange[:, 1]
+            limited = self.model.actuator_ctrllimited.astype(bool)
+            data.ctrl[limited] = np.clip(data.ctrl[limited], lo[limited], hi[limited])
+        mujoco.mj_forward(self.model, data)
+        return data

@@ -1,0 +1,162 @@
+"""SharedModel: the one owner of the simulation's MjModel/MjData, and its physics thread.
+
+THE RULE (MuJoCo is not thread-safe):
+
+1. Exactly one thread — the physics thread started by :meth:`SharedModel.start` — writes the
+   shared ``MjData``: it runs the arms' controllers once per control period and steps physics at
+   the model timestep.
+2. Every other thread (action callbacks, joint-state publishing, replay checks, a viewer) reads
+   the shared data only under :attr:`SharedModel.lock`, through :meth:`snapshot` or
+   :meth:`read`, and never keeps references to its arrays.
+3. Commands never go into ``MjData`` from other threads: action callbacks hand goals and cancels
+   to each arm's :class:`TrajectoryFollower` through its locked slot; the physics thread takes
+   them at the next control cycle.
+4. Work that needs its own kinematics (a replay check) uses its own ``MjData`` on the shared
+   ``MjModel`` (the model is only read after construction).
+
+Observers (e.g. /joint_states and /clock publishers) are called by the physics thread at their
+rates in simulated time, with a snapshot copied under the lock and the lock released.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import mujoco
+import numpy as np
+
+from mj_manipulator_ros.sim.scene import Scene
+from mj_manipulator_ros.sim.sim_config import ArmFaults
+from mj_manipulator_ros.sim.trajectory_follower import TrajectoryFollower
+
+
+@dataclass(frozen=True)
+class ArmState:
+    """Positions (rad/m), velocities (/s), efforts (N m / N) of one arm's joints, shape (J,)."""
+
+    positions: np.ndarray
+    velocities: np.ndarray
+    efforts: np.ndarray
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    sim_time: float                  # s of simulated time
+    controller_time: float           # s on the controllers' clock
+    arms: dict[str, ArmState]
+
+
+class SharedModel:
+    """Args:
+        scene: the compiled scene with its arms.
+        clock: the controllers' clock (s) given the sim time; default: sim time itself
+            (use_sim_time). For real-time operation pass ``lambda _t: time.time()``.
+    """
+
+    def __init__(self, scene: Scene, clock: Optional[Callable[[float], float]] = None) -> None:
+        self.scene = scene
+        self.model = scene.model
+        self.data = scene.initial_data()
+        self.lock = threading.Lock()
+        self._clock = clock or (lambda sim_time: sim_time)
+        settings = scene.config.sim
+        self.control_period = 1.0 / settings.control_rate_hz
+        self.steps_per_cycle = max(1, int(round(self.control_period / self.model.opt.timestep)))
+        self.real_time_factor = settings.real_time_factor
+        self.followers: dict[str, TrajectoryFollower] = {}
+        self._delay: dict[str, collections.deque] = {}
+        for name, arm in scene.arms.items():
+            faults = settings.faults.get(name) or ArmFaults()
+            self.followers[name] = TrajectoryFollower(arm.joint_names, self.data.qpos[arm.qpos_adr],
+                                                      faults)
+            latency_cycles = int(round(faults.command_latency_s / self.control_period))
+            if latency_cycles > 0:
+                self._delay[name] = collections.deque(maxlen=latency_cycles + 1)
+        self._observers: list[list] = []  # [period_s, next_due_sim_s, callback]
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.error: Optional[BaseException] = None
+        self.cycles = 0
+
+    # ---- readers (any thread) -----------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        with self.lock:
+            return self._snapshot_locked()
+
+    def _snapshot_locked(self) -> Snapshot:
+        d = self.data
+        arms = {name: ArmState(d.qpos[a.qpos_adr].copy(), d.qvel[a.dof_adr].copy(),
+                               d.qfrc_actuator[a.dof_adr].copy())
+                for name, a in self.scene.arms.items()}
+        return Snapshot(float(d.time), self._clock(float(d.time)), arms)
+
+    def read(self, fn: Callable[[mujoco.MjModel, mujoco.MjData], object]) -> object:
+        """Run ``fn(model, data)`` under the lock; fn must only read, and copy what it keeps."""
+        with self.lock:
+            return fn(self.model, self.data)
+
+    def controller_time(self) -> float:
+        with self.lock:
+            return self._clock(float(self.data.time))
+
+    def add_observer(self, rate_hz: float, callback: Callable[[Snapshot], None]) -> None:
+        """Call ``callback(snapshot)`` from the physics thread every 1/rate_hz s of sim time."""
+        self._observers.append([1.0 / rate_hz, 0.0, callback])
+
+    # ---- the physics thread -------------------------------------------------------------------
+    def start(self) -> "SharedModel":
+        self._thread = threading.Thread(target=self._loop, name="mjmr-physics", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise TimeoutError(f"physics thread did not stop within {timeout} s")
+
+    def step_cycle(self) -> Snapshot:
+        """One control cycle: controllers, then physics steps. Physics thread only (or a test
+        driving the model synchronously with no thread started)."""
+        m, d = self.model, self.data
+        with self.lock:
+            now = self._clock(float(d.time))
+            for name, arm in self.scene.arms.items():
+                ref = self.followers[name].update(now, d.qpos[arm.qpos_adr].copy(),
+                                                  d.qvel[arm.dof_adr].copy())
+                delay = self._delay.get(name)
+                if delay is not None:
+                    delay.append(ref.copy())
+                    ref = delay[0]
+                d.ctrl[arm.actuator_ids] = ref
+            for _ in range(self.steps_per_cycle):
+                mujoco.mj_step(m, d)
+            self.cycles += 1
+            snap = self._snapshot_locked() if self._observers else None
+        if snap is not None:
+            for obs in self._observers:
+                if snap.sim_time + 1e-12 >= obs[1]:
+                    obs[1] = snap.sim_time + obs[0]
+                    obs[2](snap)
+        return snap
+
+    def _loop(self) -> None:
+        wall0 = time.monotonic()
+        sim0 = float(self.data.time)
+        try:
+            while not self._stop.is_set():
+                snap = self.step_cycle()
+                if self.real_time_factor > 0:
+                    sim_time = snap.sim_time if snap else float(self.data.time)
+                    ahead = wall0 + (sim_time - sim0) / self.real_time_factor - time.monotonic()
+                    if ahead > 0:
+                        self._stop.wait(ahead)
+                    elif ahead < -0.5:  # fell far behind (loaded machine): do not try to catch up
+                        wall0 -= ahead
+        except BaseException as exc:  # noqa: BLE001 - kept for the owner to report
+            self.error = exc

@@ -1,0 +1,176 @@
+"""One arm's trajectory controller, with joint_trajectory_controller (Jazzy/Kilted) semantics.
+
+Threading: :meth:`submit` and :meth:`cancel` are called from action-server threads and only put
+requests into a locked slot; :meth:`update` runs in the physics thread once per control cycle,
+takes the slot, and is the only code that changes the active goal.
+
+Per control cycle (``now`` on the controller clock, measured ``q``, ``qd``):
+
+- a new goal preempts the active one (which ends ABORTED, -1, "Current goal preempted by new
+  incoming action.");
+- start time: stamp 0 -> this cycle; a future stamp -> the arm moves from its state at pick-up
+  (the cycle after acceptance) to the first point, reached at stamp + its time_from_start; a
+  past stamp with the end still ahead -> it joins the trajectory mid-way;
+- the reference is the trajectory's spline (quintic/cubic/linear, see core.interpolation);
+- path tolerance violated (|q - desired| or |qd - desired velocity| above tolerance, between
+  start and end) -> ABORTED, -4, hold measured position;
+- at or after the end: within goal tolerance -> SUCCEEDED, 0, hold the last point; not within
+  by end + goal_time_tolerance -> ABORTED, -5, hold measured position;
+- cancel -> CANCELED, 0, hold the measured position from this cycle on.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+import numpy as np
+
+from mj_manipulator_ros.core.interpolation import (
+    Interpolation, evaluate, interpolation_of, sample, segment_coefficients)
+from mj_manipulator_ros.sim.goal import (
+    GOAL_TOLERANCE_VIOLATED, INVALID_GOAL, PATH_TOLERANCE_VIOLATED, PREEMPTED_MESSAGE, SUCCESSFUL,
+    ControllerGoal, GoalTicket)
+from mj_manipulator_ros.sim.sim_config import ArmFaults
+
+ONSET_THRESHOLD = 1e-6  # rad: the reference has departed from its start
+
+
+class TrajectoryFollower:
+    """Args: joint_names (J,), initial hold positions (J,), faults of this arm."""
+
+    def __init__(self, joint_names: tuple[str, ...], hold: np.ndarray,
+                 faults: ArmFaults = ArmFaults()) -> None:
+        self.joint_names = joint_names
+        self.faults = faults
+        self._lock = threading.Lock()
+        self._pending: Optional[GoalTicket] = None
+        self._active: Optional[GoalTicket] = None
+        self._hold = np.array(hold, dtype=float)
+        self._pre: Optional[tuple[np.ndarray, float, float]] = None  # (coeffs, t0, t1)
+        self._start = 0.0
+        self._ref0: Optional[np.ndarray] = None
+
+    # ---- any thread ---------------------------------------------------------------------------
+    def submit(self, goal: ControllerGoal) -> GoalTicket:
+        ticket = GoalTicket(goal)
+        with self._lock:
+            if self._pending is not None:  # never picked up: preempted before it started
+                self._finish(self._pending, "aborted", INVALID_GOAL, PREEMPTED_MESSAGE)
+            self._pending = ticket
+        return ticket
+
+    def cancel(self, ticket: GoalTicket) -> None:
+        with ticket.lock:
+            ticket.cancel_requested = True
+
+    @property
+    def active(self) -> Optional[GoalTicket]:
+        return self._active
+
+    # ---- physics thread -----------------------------------------------------------------------
+    def update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """One control cycle. Returns the position reference (J,)."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            if self._active is not None:
+                self._finish(self._active, "aborted", INVALID_GOAL, PREEMPTED_MESSAGE)
+            self._activate(pending, now, q, qd)
+        t = self._active
+        if t is None:
+            return self._hold
+        if t.cancel_requested:
+            self._hold = q.copy()
+            self._finish(t, "canceled", SUCCESSFUL, "")
+            return self._hold
+        goal = t.goal
+        traj = goal.trajectory
+        end = self._start + traj.duration
+        first = self._start + traj.times[0]
+        if self.faults.stall:
+            desired, desired_v = self._ref0, np.zeros_like(q)
+        elif self._pre is not None and now < first:
+            c, t0, _ = self._pre
+            p, v, _ = evaluate(c, now - t0)
+            desired, desired_v = p, v
+        else:
+            p, v, _ = sample(traj, [now - self._start])
+            desired, desired_v = p[0], v[0]
+        self._record(t, now, desired, desired_v, q, qd, traj)
+
+        if self.faults.abort_after_s is not None and now >= self._start + self.faults.abort_after_s:
+            self._hold = q.copy()
+            self._finish(t, "aborted", PATH_TOLERANCE_VIOLATED,
+                         f"injected fault: abort {self.faults.abort_after_s} s after the start")
+            return self._hold
+        tol = goal.tolerances
+        if first <= now <= end:
+            bad = self._violation(q - desired, tol.path_position, "position")
+            bad = bad or self._violation(qd - desired_v, tol.path_velocity, "velocity")
+            if bad:
+                self._hold = q.copy()
+                self._finish(t, "aborted", PATH_TOLERANCE_VIOLATED, f"path tolerance violated: {bad}")
+                return self._hold
+        if now >= end and not self.faults.stall:
+            final = traj.positions[-1]
+            bad = self._violation(q - final, tol.goal_position, "position")
+            bad = bad or self._violation(qd, tol.goal_velocity, "velocity")
+            if not bad:
+                self._hold = final.copy()
+                self._finish(t, "succeeded", SUCCESSFUL, "")
+                return self._hold
+            if now > end + tol.goal_time:
+                self._hold = q.copy()
+                self._finish(t, "aborted", GOAL_TOLERANCE_VIOLATED,
+                             f"goal tolerance violated {tol.goal_time} s after the end: {bad}")
+                return self._hold
+            return traj.positions[-1]
+        return desired
+
+    def _activate(self, ticket: GoalTicket, now: float, q: np.ndarray, qd: np.ndarray) -> None:
+        goal = ticket.goal
+        traj = goal.trajectory
+        self._start = now if goal.start_time is None else goal.start_time
+        first = self._start + traj.times[0]
+        self._pre = None
+        if first > now:
+            kind = interpolation_of(traj)
+            v1 = traj.velocities[0] if traj.velocities is not None else np.zeros_like(q)
+            a1 = traj.accelerations[0] if traj.accelerations is not None else np.zeros_like(q)
+            c = segment_coefficients(q, qd if kind is not Interpolation.LINEAR else 0 * q,
+                                     0 * q, traj.positions[0], v1, a1, first - now, kind)
+            self._pre = (c, now, first)
+        self._active = ticket
+        # The reference at pick-up: motion onset is the first cycle it departs from this.
+        self._ref0 = q.copy() if self._pre is not None else sample(traj, [now - self._start])[0][0]
+        ticket.started_at = self._start
+
+    def _record(self, t: GoalTicket, now, desired, desired_v, q, qd, traj) -> None:
+        err = float(np.max(np.abs(q - desired))) if q.size else 0.0
+        index = int(np.clip(np.searchsorted(traj.times, now - self._start, side="right"), 0,
+                            traj.times.size - 1))
+        with t.lock:
+            t.time, t.index = now, index
+            t.desired, t.desired_velocity = desired.copy(), desired_v.copy()
+            t.actual, t.actual_velocity = q.copy(), qd.copy()
+            t.max_tracking_error = max(t.max_tracking_error, err)
+            if t.motion_onset is None and np.max(np.abs(desired - self._ref0)) > ONSET_THRESHOLD:
+                t.motion_onset = now
+
+    def _violation(self, error: np.ndarray, tol: np.ndarray, what: str) -> str:
+        over = np.flatnonzero(np.abs(error) > tol)
+        if not over.size:
+            return ""
+        k = int(over[0])
+        return f"joint {self.joint_names[k]}: {what} error {error[k]:.4g} exceeds {tol[k]:.4g}"
+
+    def _finish(self, ticket: GoalTicket, outcome: str, code: int, text: str) -> None:
+        with ticket.lock:
+            if ticket.actual is not None and ticket.goal.trajectory.positions.size:
+                ticket.final_error = float(np.max(np.abs(
+                    ticket.actual - ticket.goal.trajectory.positions[-1])))
+            ticket.outcome, ticket.error_code, ticket.error_string = outcome, code, text
+        ticket.done.set()
+        if ticket is self._active:
+            self._active = None
