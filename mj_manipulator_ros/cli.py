@@ -58,6 +58,24 @@ def _execute(args: argparse.Namespace) -> int:
     return EXIT_FAILED
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mj_manipulator_ros.demo import run_demo, summary
+
+    doc = run_demo(Path(args.config) if args.config else None,
+                   Path(args.plan) if args.plan else None, Path(args.out), args.speed, args.view)
+    print(summary(doc))
+    print(f"report written to {args.out}")
+    return EXIT_OK if doc["execution"]["status"] == "succeeded" else EXIT_FAILED
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from mj_manipulator_ros.sim.sim_node import run_sim
+
+    return run_sim(args.config, ["mj-manipulator-ros", *args.ros_args])
+
+
 def _execution_node(args: argparse.Namespace) -> int:
     from mj_manipulator_ros.ros.execution_node import run_node
 
@@ -72,8 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("selfcheck", help="two real nodes exchange a FollowJointTrajectory goal")
     p.set_defaults(func=_selfcheck)
-    p = sub.add_parser("demo", help="the main demo (for now: the system self-check)")
-    p.set_defaults(func=_selfcheck)
+    p = sub.add_parser("demo", help="simulated OpenArm pair runs the crossing plan, synchronized")
+    p.add_argument("--config", help="default: config/sim_openarm.yaml")
+    p.add_argument("--plan", help="default: config/plans/openarm_crossing.yaml")
+    p.add_argument("--out", default="demo_report.json")
+    p.add_argument("--speed", type=float, default=1.0, help="speed factor (1 = as planned)")
+    p.add_argument("--view", action="store_true", help="open the MuJoCo viewer (needs a display)")
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser("sim", help="simulated arms behind FollowJointTrajectory servers")
+    p.add_argument("--config", required=True, help="configuration with arms, scene and sim")
+    p.add_argument("ros_args", nargs=argparse.REMAINDER, help="--ros-args ... (optional)")
+    p.set_defaults(func=_sim)
 
     p = sub.add_parser("execute", help="run a plan file on live controllers, synchronized")
     p.add_argument("plan", help="plan file (.yaml/.yml/.json), see docs/files.md")

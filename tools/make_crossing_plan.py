@@ -2,8 +2,8 @@
 
 Key hand positions (x forward, y left, z up; m), solved by position-only IK on the composed
 scene, joined by quintic (rest-to-rest) blends in joint space, sampled on one shared 10 ms grid.
-Ready: left hand high-centre, right hand low-centre. Then, one arm moving at a time:
-the right arm retreats; the left reaches down and across into the right hand's ready spot and
+Ready: left hand high-centre, right hand low-centre. Then: the left lifts a little while the
+right arm retreats (both start moving at once); the left reaches down and across into the right hand's ready spot and
 comes back; the right returns; the left retreats; the right reaches up and across into the left
 hand's ready spot and comes back; the left returns.
 
@@ -31,12 +31,14 @@ DT = 0.01
 SEGMENT_S = 1.75         # each of the eight moves (8 x 1.75 s = 14 s, 1401 states)
 DWELL_S = 0.0            # at rest before the first and after the last move
 HANDS = {  # key hand positions, m
-    "left": {"ready": (0.25, 0.07, 0.66), "reach": (0.22, -0.06, 0.46), "retreat": (0.2, 0.3, 0.62)},
-    "right": {"ready": (0.25, -0.07, 0.44), "reach": (0.22, 0.06, 0.64), "retreat": (0.2, -0.3, 0.42)},
+    "left": {"ready": (0.25, 0.07, 0.66), "lift": (0.27, 0.08, 0.70), "reach": (0.22, -0.06, 0.46),
+             "retreat": (0.2, 0.3, 0.62)},
+    "right": {"ready": (0.25, -0.07, 0.44), "lift": (0.27, -0.08, 0.40), "reach": (0.22, 0.06, 0.64),
+              "retreat": (0.2, -0.3, 0.42)},
 }
-STEPS = [  # (left key, right key) at the end of each move; one arm moves at a time
-    ("ready", "retreat"), ("reach", "retreat"), ("ready", "retreat"), ("ready", "ready"),
-    ("retreat", "ready"), ("retreat", "reach"), ("retreat", "ready"), ("ready", "ready"),
+STEPS = [  # (left key, right key) at the end of each move; both arms start moving together
+    ("lift", "retreat"), ("reach", "retreat"), ("ready", "retreat"), ("ready", "ready"),
+    ("retreat", "lift"), ("retreat", "reach"), ("retreat", "ready"), ("ready", "ready"),
 ]
 
 
@@ -87,7 +89,7 @@ def main() -> None:
     for arm, sign in (("left", 1), ("right", -1)):
         a = scene.arms[arm]
         previous = np.array([-sign * 0.7, 0, sign * 0.6, 1.4, 0, 0, 0])
-        for key in ("ready", "reach", "retreat"):
+        for key in ("ready", "lift", "reach", "retreat"):
             seeds = [previous] + [rng.uniform(a.lower, a.upper) for _ in range(40)]
             q, err = solve_ik(model, data, scene, arm, HANDS[arm][key], seeds)
             if err > 5e-3:
@@ -111,6 +113,9 @@ def main() -> None:
         arms[arm] = ArmTrajectory(scene.arms[arm].joint_names, times, P.round(6), V.round(6))
     plan = MultiArmPlan(arms)
     save_plan(plan, args.out)
+    ready = {j: float(x) for arm in ("left", "right")
+             for j, x in zip(scene.arms[arm].joint_names, key_q[arm]["ready"].round(6))}
+    print("scene.initial_positions (the plan's first pose):", ready)
     print(f"wrote {args.out}: {plan['left'].times.size} states, {plan.duration:.2f} s")
 
 

@@ -95,7 +95,9 @@ class SimArmServer:
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         with self._lock:
             if self._reject_armed:
-                self._reject_armed = False
+                self._reject_armed = False  # once: the stored faults forget it too
+                self.follower.faults = dataclasses.replace(self.follower.faults,
+                                                           reject_next_goal=False)
                 self.node.get_logger().warn(f"{self.arm.name}: rejecting goal (injected fault)")
                 return GoalResponse.REJECT
         if self.faults.accept_delay_s > 0:
@@ -291,3 +293,19 @@ def run_sim(config_path: str, argv: list[str] | None = None) -> int:
         sim.close()
         ros.close()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``ros2 run mj_manipulator_ros sim_node --ros-args -p config:=FILE``."""
+    import sys
+
+    argv = sys.argv if argv is None else argv
+    ros_args = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
+    config = None
+    for i, a in enumerate(ros_args):
+        if a == "-p" and i + 1 < len(ros_args) and ros_args[i + 1].startswith("config:="):
+            config = ros_args[i + 1].split(":=", 1)[1]
+    if config is None:
+        print("sim_node: set the configuration: --ros-args -p config:=FILE", file=sys.stderr)
+        return 2
+    return run_sim(config, argv)

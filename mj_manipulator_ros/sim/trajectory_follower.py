@@ -12,8 +12,8 @@ Per control cycle (``now`` on the controller clock, measured ``q``, ``qd``):
   (the cycle after acceptance) to the first point, reached at stamp + its time_from_start; a
   past stamp with the end still ahead -> it joins the trajectory mid-way;
 - the reference is the trajectory's spline (quintic/cubic/linear, see core.interpolation);
-- path tolerance violated (|q - desired| or |qd - desired velocity| above tolerance, between
-  start and end) -> ABORTED, -4, hold measured position;
+- path tolerance violated (|q - desired| or |qd - desired velocity| above tolerance, from
+  pick-up to the end) -> ABORTED, -4, hold measured position;
 - at or after the end: within goal tolerance -> SUCCEEDED, 0, hold the last point; not within
   by end + goal_time_tolerance -> ABORTED, -5, hold measured position;
 - cancel -> CANCELED, 0, hold the measured position from this cycle on.
@@ -33,7 +33,9 @@ from mj_manipulator_ros.sim.goal import (
     ControllerGoal, GoalTicket)
 from mj_manipulator_ros.sim.sim_config import ArmFaults
 
-ONSET_THRESHOLD = 1e-6  # rad: the reference has departed from its start
+#: Motion onset: the first cycle, once the trajectory proper has begun (now >= stamp + first
+#: time_from_start), at which the reference departs from the first point by more than this (rad).
+ONSET_THRESHOLD = 1e-9
 
 
 class TrajectoryFollower:
@@ -105,7 +107,7 @@ class TrajectoryFollower:
                          f"injected fault: abort {self.faults.abort_after_s} s after the start")
             return self._hold
         tol = goal.tolerances
-        if first <= now <= end:
+        if now <= end:  # path tolerances apply from pick-up (including the move to the first point)
             bad = self._violation(q - desired, tol.path_position, "position")
             bad = bad or self._violation(qd - desired_v, tol.path_velocity, "velocity")
             if bad:
@@ -142,8 +144,7 @@ class TrajectoryFollower:
                                      0 * q, traj.positions[0], v1, a1, first - now, kind)
             self._pre = (c, now, first)
         self._active = ticket
-        # The reference at pick-up: motion onset is the first cycle it departs from this.
-        self._ref0 = q.copy() if self._pre is not None else sample(traj, [now - self._start])[0][0]
+        self._ref0 = q.copy()  # what a stalled arm holds
         ticket.started_at = self._start
 
     def _record(self, t: GoalTicket, now, desired, desired_v, q, qd, traj) -> None:
@@ -155,7 +156,8 @@ class TrajectoryFollower:
             t.desired, t.desired_velocity = desired.copy(), desired_v.copy()
             t.actual, t.actual_velocity = q.copy(), qd.copy()
             t.max_tracking_error = max(t.max_tracking_error, err)
-            if t.motion_onset is None and np.max(np.abs(desired - self._ref0)) > ONSET_THRESHOLD:
+            if t.motion_onset is None and now >= self._start + traj.times[0] and \
+                    np.max(np.abs(desired - traj.positions[0])) > ONSET_THRESHOLD:
                 t.motion_onset = now
 
     def _violation(self, error: np.ndarray, tol: np.ndarray, what: str) -> str:

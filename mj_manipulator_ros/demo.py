@@ -1,0 +1,157 @@
+"""``make demo``: the simulated OpenArm pair runs the crossing plan, synchronized.
+
+In one process, on one DDS graph (loopback):
+
+1. the simulator node (physics thread, one FollowJointTrajectory server per arm, /joint_states);
+2. the execution node (one combined FollowJointTrajectory action over both arms);
+3. a client that sends the crossing plan (config/plans/openarm_crossing.yaml) as one 14-joint
+   goal, as MoveIt would to a single controller.
+
+It prints a summary and writes ``demo_report.json``::
+
+    {"start_stamp": s, "start_skew_s": s,
+     "arms": {arm: {"status", "motion_onset_s", "max_tracking_error_rad", "final_error_rad"}},
+     "execution": <the executor's report>}
+
+``motion_onset_s`` is the first control cycle at which the arm's commanded reference departs
+from its start, in seconds after the start stamp; ``start_skew_s`` is max - min onset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import rclpy
+from control_msgs.action import FollowJointTrajectory
+from rclpy.action import ActionClient
+from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+from trajectory_msgs.msg import JointTrajectory
+
+from mj_manipulator_ros.core.config import load_config
+from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.plan_io import load_plan
+from mj_manipulator_ros.resources import config_file, share_dir
+from mj_manipulator_ros.ros.context import RosContext
+from mj_manipulator_ros.ros.conversion import trajectory_msg
+from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
+from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+from mj_manipulator_ros.sim.sim_config import sim_config
+from mj_manipulator_ros.sim.sim_node import SimNode
+
+COMBINED_ACTION = "/mj_manipulator_execution/follow_joint_trajectory"
+
+
+def combined_trajectory(plan: MultiArmPlan) -> JointTrajectory:
+    """One trajectory over every arm's joints (the plan shares one time grid)."""
+    parts = [trajectory_msg(t) for t in plan.arms.values()]
+    msg = JointTrajectory()
+    msg.joint_names = [j for p in parts for j in p.joint_names]
+    for i, point in enumerate(parts[0].points):
+        for other in parts[1:]:
+            point.positions = list(point.positions) + list(other.points[i].positions)
+            if point.velocities:
+                point.velocities = list(point.velocities) + list(other.points[i].velocities)
+        msg.points.append(point)
+    return msg
+
+
+def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
+             out: Path = Path("demo_report.json"), speed: float = 1.0, view: bool = False) -> dict:
+    config = load_config(config_path or config_file("sim_openarm.yaml"))
+    plan = load_plan(plan_path or share_dir() / "config/plans/openarm_crossing.yaml")
+    if speed != 1.0:
+        plan = plan.time_scaled(speed)
+    sim_cfg = sim_config(config)
+    with RosContext() as ros:
+        sim = SimNode(sim_cfg, context=ros.context).start()
+        executor = MultiArmExecutor(config, context=ros.context)
+        node = rclpy.create_node("mj_manipulator_execution", context=ros.context)
+        server = CombinedTrajectoryServer(node, config, executor)
+        server_exec = MultiThreadedExecutor(num_threads=4, context=ros.context)
+        server_exec.add_node(node)
+        client_node = rclpy.create_node("mj_manipulator_demo_client", context=ros.context)
+        client = ActionClient(client_node, FollowJointTrajectory, COMBINED_ACTION)
+        client_exec = SingleThreadedExecutor(context=ros.context)
+        client_exec.add_node(client_node)
+        viewer = _open_viewer(sim) if view else None
+        try:
+            with BackgroundSpinner(server_exec, "mjmr-demo-execution"):
+                if not client.wait_for_server(timeout_sec=20.0):
+                    raise RuntimeError(f"combined action {COMBINED_ACTION} not available")
+                goal = FollowJointTrajectory.Goal(trajectory=combined_trajectory(plan))
+                print(f"demo: sending the crossing plan ({plan['left'].times.size} states, "
+                      f"{plan.duration:.1f} s, {len(goal.trajectory.joint_names)} joints) to "
+                      f"{COMBINED_ACTION}", flush=True)
+                send = client.send_goal_async(goal)
+                client_exec.spin_until_future_complete(send, timeout_sec=20.0)
+                handle = send.result()
+                if handle is None or not handle.accepted:
+                    raise RuntimeError("the execution node rejected the crossing plan")
+                result = handle.get_result_async()
+                deadline = time.monotonic() + plan.duration * 3 + 30
+                while not result.done() and time.monotonic() < deadline:
+                    client_exec.spin_once(timeout_sec=0.02)
+                    if viewer is not None:
+                        _sync_viewer(viewer, sim)
+                if not result.done():
+                    raise RuntimeError("no result from the execution node")
+        finally:
+            if viewer is not None:
+                viewer.close()
+            client.destroy()
+            client_exec.shutdown()
+            client_node.destroy_node()
+            server.destroy()
+            executor.close()
+            node.destroy_node()
+            sim.close()
+    report = server.last_report
+    arms = {}
+    for name, arm_server in sim.arms.items():
+        ticket = arm_server.tickets[-1] if arm_server.tickets else None
+        onset = None if ticket is None or ticket.motion_onset is None else \
+            ticket.motion_onset - report.start_stamp
+        arms[name] = {"status": report.arms[name].status.value, "motion_onset_s": onset,
+                      "max_tracking_error_rad": None if ticket is None else ticket.max_tracking_error,
+                      "final_error_rad": None if ticket is None else ticket.final_error}
+    onsets = [a["motion_onset_s"] for a in arms.values() if a["motion_onset_s"] is not None]
+    doc = {"start_stamp": report.start_stamp,
+           "start_skew_s": (max(onsets) - min(onsets)) if len(onsets) == len(arms) else None,
+           "arms": arms, "execution": report.to_dict()}
+    out.write_text(json.dumps(doc, indent=2))
+    return doc
+
+
+def _open_viewer(sim: SimNode):
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        print("demo: --view needs a display (DISPLAY is not set); running without the viewer")
+        return None
+    import mujoco
+    import mujoco.viewer
+
+    sim._view_data = mujoco.MjData(sim.shared.model)  # the viewer's own data, never the shared
+    return mujoco.viewer.launch_passive(sim.shared.model, sim._view_data)
+
+
+def _sync_viewer(viewer, sim: SimNode) -> None:
+    import mujoco
+
+    sim.shared.read(lambda m, d: sim._view_data.qpos.__setitem__(slice(None), d.qpos))
+    mujoco.mj_forward(sim.shared.model, sim._view_data)
+    viewer.sync()
+
+
+def summary(doc: dict) -> str:
+    lines = [f"execution: {doc['execution']['status']}"]
+    for arm, a in doc["arms"].items():
+        onset = "n/a" if a["motion_onset_s"] is None else f"{a['motion_onset_s'] * 1e3:.1f} ms"
+        lines.append(f"  {arm}: {a['status']}, motion onset {onset} after the stamp, max tracking "
+                     f"error {a['max_tracking_error_rad']:.4f} rad, final error "
+                     f"{a['final_error_rad']:.4f} rad")
+    if doc["start_skew_s"] is not None:
+        lines.append(f"start skew (motion onset, max - min): {doc['start_skew_s'] * 1e3:.2f} ms")
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+"""joint_trajectory_controller semantics of the simulated controller, driven synchronously
+(one control cycle at a time, sim time = controller time) on a tiny inline arm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mj_manipulator_ros.sim.goal import GoalRequest, ToleranceRequest, check_goal
+from mj_manipulator_ros.sim.scene import Scene
+from mj_manipulator_ros.sim.shared_model import SharedModel
+from tiny_arm import tiny_config
+
+J = ("left_j1", "left_j2")
+
+
+@pytest.fixture
+def sim(tmp_path):
+    config = tiny_config(tmp_path)
+    return SharedModel(Scene.from_config(config))
+
+
+def goal(sim, times, positions, velocities=(), stamp=0.0, **kw):
+    req = GoalRequest(J, list(times), [list(p) for p in positions], [list(v) for v in velocities]
+                      or [[] for _ in times], [[] for _ in times], stamp, **kw)
+    reason, g = check_goal(req, J, sim.controller_time(), sim.scene.config.sim.tolerances)
+    assert reason is None, reason
+    return sim.followers["left"].submit(g)
+
+
+def run_until_done(sim, ticket, max_cycles=5000):
+    for _ in range(max_cycles):
+        if ticket.done.is_set():
+            return
+        sim.step_cycle()
+    raise AssertionError("goal did not finish")
+
+
+def q(sim):
+    return sim.snapshot().arms["left"].positions
+
+
+def test_stamp_zero_starts_next_cycle_and_succeeds(sim) -> None:
+    t = goal(sim, [0.5, 1.0], [[0.3, -0.2], [0.5, 0.4]], [[0.4, 0.4], [0, 0]])
+    start = sim.controller_time()
+    run_until_done(sim, t)
+    assert t.outcome == "succeeded" and t.error_code == 0
+    assert t.started_at == pytest.approx(start, abs=sim.control_period + 1e-9)
+    # onset: once the trajectory proper begins (its first point is at 0.5 s), the first cycle
+    # the reference leaves that point
+    assert start + 0.5 <= t.motion_onset <= start + 0.5 + 2 * sim.control_period
+    assert np.allclose(q(sim), [0.5, 0.4], atol=0.05)
+    for _ in range(200):  # holds the last point
+        sim.step_cycle()
+    assert np.allclose(q(sim), [0.5, 0.4], atol=0.02)
+
+
+def test_future_stamp_moves_from_state_at_acceptance_to_first_point_at_stamp(sim) -> None:
+    for _ in range(10):
+        sim.step_cycle()
+    now = sim.controller_time()
+    stamp = now + 0.4
+    t = goal(sim, [0.2, 0.6], [[0.4, 0.0], [0.6, 0.2]], stamp=stamp)
+    sim.step_cycle()  # pick-up
+    reached = None
+    while not t.done.is_set():
+        sim.step_cycle()
+        with t.lock:
+            if reached is None and np.allclose(t.desired, [0.4, 0.0], atol=1e-9):
+                reached = t.time
+    assert t.started_at == pytest.approx(stamp)
+    assert reached == pytest.approx(stamp + 0.2, abs=sim.control_period + 1e-9)
+    assert t.outcome == "succeeded"
+
+
+def test_past_stamp_joins_mid_trajectory(sim) -> None:
+    for _ in range(500):  # 1 s
+        sim.step_cycle()
+    now = sim.controller_time()
+    t = goal(sim, [0.0, 2.0], [[0.0, 0.0], [1.0, 1.0]], stamp=now - 1.0)
+    sim.step_cycle()
+    with t.lock:
+        desired = t.desired.copy()
+    assert np.allclose(desired, [0.5, 0.5], atol=0.01)  # linear, half way
+
+
+def test_trajectory_entirely_in_the_past_is_rejected(sim) -> None:
+    for _ in range(500):
+        sim.step_cycle()
+    req = GoalRequest(J, [0.0, 0.5], [[0, 0], [0.1, 0.1]], [[], []], [[], []],
+                      sim.controller_time() - 1.0)
+    reason, g = check_goal(req, J, sim.controller_time(), sim.scene.config.sim.tolerances)
+    assert g is None and "ends in the past" in reason
+
+
+def test_path_tolerance_violation_aborts_minus_4(sim) -> None:
+    t = goal(sim, [0.1], [[1.5, 1.5]], path_tolerance=(ToleranceRequest("left_j1", 0.01),))
+    run_until_done(sim, t)
+    assert t.outcome == "aborted" and t.error_code == -4
+    assert "path tolerance violated: joint left_j1: position error" in t.error_string
+
+
+def test_goal_tolerance_not_met_aborts_minus_5(sim, tmp_path) -> None:
+    # Unreachable: 1.9 rad in 10 ms with a goal tolerance of 1e-4 and 0.05 s to get there.
+    t = goal(sim, [0.01], [[1.9, 0.0]], goal_tolerance=(ToleranceRequest("left_j1", 1e-4),),
+             goal_time_tolerance=0.05)
+    run_until_done(sim, t)
+    assert t.outcome == "aborted" and t.error_code == -5
+    assert "goal tolerance violated 0.05 s after the end" in t.error_string
+
+
+def test_minus_one_means_unchecked(sim) -> None:
+    t = goal(sim, [0.01], [[1.9, 0.0]], goal_tolerance=(ToleranceRequest("left_j1", -1.0),
+                                                          ToleranceRequest("left_j2", -1.0)))
+    for _ in range(10):  # 20 ms: past the 10 ms end
+        sim.step_cycle()
+    assert t.outcome == "succeeded"  # nothing checked: done at the end
+
+
+def test_cancel_holds_measured_position_within_one_cycle(sim) -> None:
+    t = goal(sim, [2.0], [[1.0, -1.0]])
+    for _ in range(250):
+        sim.step_cycle()
+    sim.followers["left"].cancel(t)
+    measured = q(sim)
+    sim.step_cycle()
+    assert t.done.is_set() and t.outcome == "canceled" and t.error_code == 0
+    held = sim.scene.model.nu and sim.read(lambda m, d: d.ctrl[sim.scene.arms["left"].actuator_ids].copy())
+    assert np.allclose(held, measured)  # the reference is the position measured at the cancel
+    for _ in range(300):
+        sim.step_cycle()
+    assert np.allclose(q(sim), held, atol=0.02)
+
+
+def test_new_goal_preempts_the_old_one(sim) -> None:
+    old = goal(sim, [2.0], [[1.0, 1.0]])
+    for _ in range(50):
+        sim.step_cycle()
+    new = goal(sim, [0.5], [[0.0, 0.0]])
+    sim.step_cycle()
+    assert old.outcome == "aborted" and old.error_code == -1
+    assert old.error_string == "Current goal preempted by new incoming action."
+    run_until_done(sim, new)
+    assert new.outcome == "succeeded"
+
+
+@pytest.mark.parametrize("kind, vel, acc", [("linear", False, False), ("cubic", True, False),
+                                            ("quintic", True, True)])
+def test_interpolation_kinds_hit_waypoints(sim, kind, vel, acc) -> None:
+    times, pos = [0.2, 0.4], [[0.2, 0.1], [0.3, 0.3]]
+    v = [[0.5, 0.5], [0, 0]] if vel else [[], []]
+    a = [[0, 0], [0, 0]] if acc else [[], []]
+    req = GoalRequest(J, times, pos, v, a, 0.0)
+    _, g = check_goal(req, J, sim.controller_time(), sim.scene.config.sim.tolerances)
+    t = sim.followers["left"].submit(g)
+    samples = []
+    while not t.done.is_set():
+        sim.step_cycle()
+        with t.lock:
+            samples.append((t.time - t.started_at, t.desired.copy()))
+    at = {round(s, 3): d for s, d in samples}
+    assert np.allclose(at[0.4], [0.3, 0.3], atol=1e-6)
+    if kind == "cubic":
+        # the spline passes the first waypoint at t=0.2 with the given velocity
+        assert np.allclose(at[0.2], [0.2, 0.1], atol=1e-6)
+
+
+@pytest.mark.parametrize("req, message", [
+    (dict(joint_names=("left_j1", "left_jX")), "unknown joint(s) ['left_jX']"),
+    (dict(joint_names=("left_j1",)), "missing joint(s) ['left_j2']"),
+    (dict(joint_names=("left_j1", "left_j1")), "duplicate joint(s) ['left_j1']"),
+    (dict(times=[], positions=[], velocities=[], accelerations=[]), "no points"),
+    (dict(times=[0.5, 0.5]), "not strictly increasing"),
+    (dict(positions=[[0, 0], [0.1]]), "point 1: positions has 1 values, expected 2"),
+    (dict(velocities=[[0, 0], [0.1, 0]]), "final velocity of left_j1 is 0.1"),
+])
+def test_rejections(sim, req, message) -> None:
+    base = dict(joint_names=J, times=[0.5, 1.0], positions=[[0, 0], [0.1, 0.1]],
+                velocities=[[], []], accelerations=[[], []], stamp_s=0.0)
+    base.update(req)
+    if "joint_names" in req and len(req["joint_names"]) == 1:
+        base["positions"] = [[0], [0.1]]
+    reason, g = check_goal(GoalRequest(**base), J, 0.0, sim.scene.config.sim.tolerances)
+    assert g is None and message in reason

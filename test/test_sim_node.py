@@ -1,0 +1,204 @@
+"""The simulator node through real rclpy clients: JTC semantics, /joint_states, /clock, faults."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import rclpy
+from action_msgs.msg import GoalStatus
+from control_msgs.action import FollowJointTrajectory
+from rclpy.action import ActionClient
+from rclpy.executors import SingleThreadedExecutor
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.report import ArmStatus
+from mj_manipulator_ros.core.sync import FailureReason
+from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from mj_manipulator_ros.sim.sim_node import SimNode
+from tiny_arm import tiny_config
+
+
+@pytest.fixture
+def sim(ros, tmp_path):
+    made = []
+
+    def make(**sim_settings):
+        settings = {"real_time_factor": 1.0, **sim_settings}
+        node = SimNode(tiny_config(tmp_path, sim=settings), context=ros.context).start()
+        made.append(node)
+        return node
+    yield make
+    for node in made:
+        node.close()
+
+
+@pytest.fixture
+def client(ros):
+    node = rclpy.create_node("sim_test_client", context=ros.context)
+    executor = SingleThreadedExecutor(context=ros.context)
+    executor.add_node(node)
+    clients = {}
+
+    def get(arm="left"):
+        if arm not in clients:
+            clients[arm] = ActionClient(node, FollowJointTrajectory,
+                                        f"/{arm}_arm_controller/follow_joint_trajectory")
+            assert clients[arm].wait_for_server(timeout_sec=10.0)
+        return clients[arm]
+    yield get, executor, node
+    for c in clients.values():
+        c.destroy()
+    executor.shutdown()
+    node.destroy_node()
+
+
+def make_goal(arm="left", points=((0.5, (0.3, -0.2)), (1.0, (0.5, 0.3))), joints=None):
+    goal = FollowJointTrajectory.Goal()
+    goal.trajectory.joint_names = joints or [f"{arm}_j1", f"{arm}_j2"]
+    for t, pos in points:
+        p = JointTrajectoryPoint(positions=list(pos))
+        p.time_from_start.sec, p.time_from_start.nanosec = int(t), int(round((t % 1) * 1e9))
+        goal.trajectory.points.append(p)
+    return goal
+
+
+def send(c, ex, goal, feedback=None):
+    f = c.send_goal_async(goal, feedback_callback=feedback)
+    ex.spin_until_future_complete(f, timeout_sec=10.0)
+    return f.result()
+
+
+def result(ex, handle, timeout=20.0):
+    f = handle.get_result_async()
+    ex.spin_until_future_complete(f, timeout_sec=timeout)
+    assert f.done(), "no result"
+    return f.result()
+
+
+def test_goal_succeeds_with_feedback(sim, client) -> None:
+    sim()
+    get, ex, _ = client
+    fb = []
+    h = send(get(), ex, make_goal(), fb.append)
+    assert h.accepted
+    r = result(ex, h)
+    assert r.status == GoalStatus.STATUS_SUCCEEDED and r.result.error_code == 0
+    assert len(fb) >= 10  # 20 Hz over 1 s
+    last = fb[-1].feedback
+    assert list(last.joint_names) == ["left_j1", "left_j2"]
+    assert len(last.desired.positions) == len(last.actual.positions) == len(last.error.positions) == 2
+    assert last.index == 1
+
+
+def test_invalid_goal_is_rejected(sim, client) -> None:
+    sim()
+    get, ex, _ = client
+    assert not send(get(), ex, make_goal(joints=["left_j1", "right_j2"])).accepted
+
+
+def test_cancel_is_canceled_with_code_0(sim, client) -> None:
+    node = sim()
+    get, ex, _ = client
+    h = send(get(), ex, make_goal(points=((3.0, (1.0, 1.0)),)))
+    time.sleep(0.3)
+    cancel = h.cancel_goal_async()
+    ex.spin_until_future_complete(cancel, timeout_sec=5.0)
+    assert len(cancel.result().goals_canceling) == 1
+    r = result(ex, h)
+    assert r.status == GoalStatus.STATUS_CANCELED and r.result.error_code == 0
+    held = node.shared.snapshot().arms["left"].positions
+    time.sleep(0.3)
+    assert abs(node.shared.snapshot().arms["left"].positions - held).max() < 0.02
+
+
+def test_new_goal_preempts(sim, client) -> None:
+    sim()
+    get, ex, _ = client
+    old = send(get(), ex, make_goal(points=((3.0, (1.0, 1.0)),)))
+    time.sleep(0.2)
+    new = send(get(), ex, make_goal(points=((0.3, (0.0, 0.0)),)))
+    r_old = result(ex, old)
+    assert r_old.status == GoalStatus.STATUS_ABORTED and r_old.result.error_code == -1
+    assert r_old.result.error_string == "Current goal preempted by new incoming action."
+    assert result(ex, new).status == GoalStatus.STATUS_SUCCEEDED
+
+
+def test_joint_states_and_clock_while_moving(sim, client) -> None:
+    sim(joint_state_rate_hz=100.0)
+    get, ex, node = client
+    states, clocks = [], []
+    node.create_subscription(JointState, "/joint_states", states.append, 100)
+    node.create_subscription(Clock, "/clock", clocks.append, 100)
+    h = send(get(), ex, make_goal())
+    result(ex, h)
+    assert clocks, "no /clock with use_sim_time"
+    moving = [s for s in states if abs(s.velocity[0]) > 0.05]
+    assert len(moving) >= 20, "joint states must keep coming while the arm moves"
+    assert list(states[-1].name) == ["left_j1", "left_j2", "right_j1", "right_j2"]
+    stamps = [s.header.stamp.sec + s.header.stamp.nanosec * 1e-9 for s in states]
+    assert all(b > a for a, b in zip(stamps, stamps[1:]))
+
+
+def test_faults(sim, client) -> None:
+    node = sim()
+    get, ex, _ = client
+    node.set_faults("left", reject_next_goal=True)
+    assert not send(get(), ex, make_goal()).accepted
+    assert send(get(), ex, make_goal()).accepted  # only the next one
+
+    node.set_faults("left", abort_after_s=0.2)
+    r = result(ex, send(get(), ex, make_goal()))
+    assert r.status == GoalStatus.STATUS_ABORTED and r.result.error_code == -4
+    assert "injected fault" in r.result.error_string
+
+    node.set_faults("left", abort_after_s=None, stall=True)
+    h = send(get(), ex, make_goal(points=((0.2, (0.1, 0.1)),)))
+    f = h.get_result_async()
+    ex.spin_until_future_complete(f, timeout_sec=1.0)
+    assert not f.done(), "a stalled goal must not finish"
+    cancel = h.cancel_goal_async()
+    ex.spin_until_future_complete(cancel, timeout_sec=5.0)
+    ex.spin_until_future_complete(f, timeout_sec=5.0)
+    assert f.result().status == GoalStatus.STATUS_CANCELED
+
+    node.set_faults("left", stall=False, accept_delay_s=0.5)
+    t0 = time.monotonic()
+    assert send(get(), ex, make_goal()).accepted
+    assert time.monotonic() - t0 >= 0.5
+
+
+def tiny_plan(duration=1.0):
+    arms = {}
+    for a, sign in (("left", 1), ("right", -1)):
+        arms[a] = ArmTrajectory((f"{a}_j1", f"{a}_j2"), [0.0, duration / 2, duration],
+                                [[0, 0], [sign * 0.4, 0.3], [0, 0]], [[0, 0], [0, 0], [0, 0]])
+    return MultiArmPlan(arms)
+
+
+def test_executor_on_sim_time(sim, ros, tmp_path) -> None:
+    node = sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        report = executor.execute(tiny_plan())
+    assert report.succeeded, report.summary()
+    onsets = [t.motion_onset for t in (node.arms["left"].tickets[0], node.arms["right"].tickets[0])]
+    assert abs(onsets[0] - onsets[1]) <= node.shared.control_period + 1e-9
+    assert min(onsets) >= report.start_stamp - 1e-9
+
+
+def test_executor_peer_stopped_by_sim_fault(sim, ros, tmp_path) -> None:
+    node = sim()
+    node.set_faults("right", abort_after_s=0.3)
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        report = executor.execute(tiny_plan(duration=3.0))
+    assert report.first_failure.arm == "right"
+    assert report.first_failure.reason is FailureReason.ABORTED
+    left = report.arms["left"]
+    assert left.status is ArmStatus.CANCELED and left.stop_confirmed
+    assert node.arms["left"].tickets[0].outcome == "canceled"

@@ -1,0 +1,45 @@
+"""A tiny two-joint planar arm (inline MJCF) attached twice: arms 'left' and 'right'."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mj_manipulator_ros.core.config import config_from_mapping
+from mj_manipulator_ros.sim.sim_config import SimConfig, sim_config
+
+ARM_XML = """
+<mujoco model="tiny_arm">
+  <compiler angle="radian"/>
+  <worldbody>
+    <body name="link1">
+      <joint name="j1" type="hinge" axis="0 0 1" range="-2 2" damping="0.5" armature="0.01"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="1"/>
+      <body name="link2" pos="0.3 0 0">
+        <joint name="j2" type="hinge" axis="0 0 1" range="-2 2" damping="0.5" armature="0.01"/>
+        <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.03" mass="0.5"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <position joint="j1" kp="150" kv="8"/>
+    <position joint="j2" kp="150" kv="8"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def tiny_config(tmp_path: Path, arms=("left", "right"), sim: dict | None = None,
+                execution: dict | None = None, separation: float = 1.0) -> SimConfig:
+    path = tmp_path / "tiny_arm.xml"
+    path.write_text(ARM_XML)
+    models = [{"file": str(path), "prefix": f"{a}_", "pos": [0.0, k * separation, 0.5]}
+              for k, a in enumerate(arms)]
+    return sim_config(config_from_mapping({
+        "arms": [{"name": a, "joint_names": [f"{a}_j1", f"{a}_j2"],
+                  "joint_limits": {f"{a}_j1": {"lower": -2, "upper": 2, "velocity": 3},
+                                   f"{a}_j2": {"lower": -2, "upper": 2, "velocity": 3}}}
+                 for a in arms],
+        "execution": {"server_wait_s": 10.0, **(execution or {})},
+        "scene": {"models": models, "floor": False, "option": {"integrator": "implicitfast"}},
+        "sim": {"real_time_factor": 0.0, "use_sim_time": True, **(sim or {})},
+    }))
