@@ -1,0 +1,122 @@
+"""Simulator benchmarks. Prints JSON; not a test.
+
+1. Real-time factor of the 2-arm OpenArm sim, both controllers following the crossing plan,
+   pacing off, pinned to one core; against the bare ``mj_step`` rate of the same model in the
+   same run (the bound). Target >= 20x real time.
+2. Start skew over N synchronized executions (sim node + executor on loopback, real time):
+   per execution, max - min motion onset of the arms (first control cycle at which each arm's
+   reference leaves the plan's first point), and each onset's lateness after the start stamp.
+   Target: skew <= 1 control period (2 ms at 500 Hz).
+
+Usage: python bench/sim_bench.py [--executions 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 50))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+from mj_manipulator_ros.core.config import load_config  # noqa: E402
+from mj_manipulator_ros.core.plan_io import load_plan  # noqa: E402
+from mj_manipulator_ros.resources import config_file, share_dir  # noqa: E402
+from mj_manipulator_ros.sim.goal import GoalRequest, check_goal  # noqa: E402
+from mj_manipulator_ros.sim.scene import Scene  # noqa: E402
+from mj_manipulator_ros.sim.shared_model import SharedModel  # noqa: E402
+from mj_manipulator_ros.sim.sim_config import sim_config  # noqa: E402
+
+
+def real_time_factor(seconds: float = 5.0) -> dict:
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
+    plan = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
+    scene = Scene.from_config(cfg)
+    # bare mj_step bound
+    data = scene.initial_data()
+    n = 5000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        mujoco.mj_step(scene.model, data)
+    bare_steps = n / (time.perf_counter() - t0)
+    # the simulator with both controllers following the plan
+    shared = SharedModel(scene)
+    for arm, traj in plan.arms.items():
+        req = GoalRequest(traj.joint_names, traj.times.tolist(), traj.positions.tolist(),
+                          traj.velocities.tolist(), [[] for _ in traj.times], 0.0)
+        reason, goal = check_goal(req, traj.joint_names, 0.0, cfg.sim.tolerances)
+        assert reason is None, reason
+        shared.followers[arm].submit(goal)
+    cycles = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        shared.step_cycle()
+        cycles += 1
+    wall = time.perf_counter() - t0
+    sim_s = cycles * shared.steps_per_cycle * scene.model.opt.timestep
+    dt = scene.model.opt.timestep
+    return {"timestep_s": dt, "control_rate_hz": cfg.sim.control_rate_hz,
+            "bare_mj_step_per_s": round(bare_steps), "bare_real_time_factor": round(bare_steps * dt, 1),
+            "sim_real_time_factor": round(sim_s / wall, 1),
+            "sim_over_bare": round((sim_s / wall) / (bare_steps * dt), 3),
+            "target_real_time_factor": 20, "meets_target": sim_s / wall >= 20}
+
+
+def start_skew(executions: int) -> dict:
+    from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+    from mj_manipulator_ros.ros.context import RosContext
+    from mj_manipulator_ros.ros.executor import MultiArmExecutor
+    from mj_manipulator_ros.sim.sim_node import SimNode
+
+    config = load_config(config_file("sim_openarm.yaml"))
+    cfg = sim_config(config)
+    skews, late = [], []
+    with RosContext() as ros:
+        sim = SimNode(cfg, context=ros.context).start()
+        try:
+            with MultiArmExecutor(config, context=ros.context) as executor:
+                for k in range(executions):
+                    arms = {}
+                    snap = sim.shared.snapshot()
+                    for name, arm in sim.scene.arms.items():
+                        q0 = snap.arms[name].positions
+                        q1 = q0 + (0.05 if k % 2 == 0 else -0.05)
+                        arms[name] = ArmTrajectory(arm.joint_names, [0.0, 0.3], [q0, q1],
+                                                   [np.zeros(7), np.zeros(7)])
+                    report = executor.execute(MultiArmPlan(arms))
+                    if not report.succeeded:
+                        continue
+                    onsets = [s.tickets[-1].motion_onset for s in sim.arms.values()]
+                    skews.append(max(onsets) - min(onsets))
+                    late.extend(o - report.start_stamp for o in onsets)
+        finally:
+            sim.close()
+    period = 1.0 / cfg.sim.control_rate_hz
+    s, lt = np.array(skews) * 1e3, np.array(late) * 1e3
+    return {"executions": executions, "succeeded": len(skews),
+            "start_skew_ms": {"median": round(float(np.median(s)), 3), "max": round(float(s.max()), 3)},
+            "onset_after_stamp_ms": {"median": round(float(np.median(lt)), 3),
+                                     "max": round(float(lt.max()), 3)},
+            "control_period_ms": period * 1e3, "meets_target": float(s.max()) <= period * 1e3 + 1e-6,
+            "note": "both arms run in one physics thread; onsets are control-cycle times"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--executions", type=int, default=100)
+    args = parser.parse_args()
+    skew = start_skew(args.executions)   # before pinning to one core
+    rtf = real_time_factor()
+    print(json.dumps({"benchmark": "simulator", "cpus": os.cpu_count(), "real_time_factor": rtf,
+                      "start_skew": skew}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
