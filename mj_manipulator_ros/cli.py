@@ -39,11 +39,17 @@ def _execute(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         executor = MultiArmExecutor(config)
+    except MjManipulatorError as exc:
+        print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("mj-manipulator-ros execute: interrupted before any goal was sent", file=sys.stderr)
         return EXIT_INTERRUPTED
     try:
-        report = executor.execute(plan)  # Ctrl-C inside: every arm canceled, report says so
+        report = executor.execute(plan, record=args.record)  # Ctrl-C inside: arms canceled
+    except MjManipulatorError as exc:  # refused by the pre-flight check: nothing was sent
+        print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:  # before the arms' threads started: nothing was sent
         print("mj-manipulator-ros execute: interrupted before any goal was sent", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -74,6 +80,55 @@ def _sim(args: argparse.Namespace) -> int:
     from mj_manipulator_ros.sim.sim_node import run_sim
 
     return run_sim(args.config, ["mj-manipulator-ros", *args.ros_args])
+
+
+def _check_plan(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.core.errors import MjManipulatorError
+    from mj_manipulator_ros.core.plan_io import load_plan
+    from mj_manipulator_ros.core.replay_timeline import load_recording, timeline_from_recording
+    from mj_manipulator_ros.core.validation import validate_plan
+    from mj_manipulator_ros.preflight import scene_checker
+
+    try:
+        config = load_config(args.config)
+        skews = {}
+        for item in args.skew:
+            arm, _, value = item.partition("=")
+            try:
+                skews[arm] = float(value)
+            except ValueError:
+                raise MjManipulatorError(f"--skew {item!r}: expected ARM=SECONDS") from None
+        if skews and args.mode != "skewed":
+            raise MjManipulatorError("--skew needs --mode skewed")
+        if args.every < 1:
+            raise MjManipulatorError(f"--every must be >= 1, got {args.every}")
+        checker = scene_checker(config, margin=args.margin, arm_env=args.arm_env,
+                                self_collision=args.self_collision)
+        plan, timeline = None, None
+        if args.mode == "recorded":
+            joints = {a.name: a.joint_names for a in config.arms}
+            timeline = timeline_from_recording(load_recording(args.plan), joints)
+        else:
+            plan = load_plan(args.plan)
+            validate_plan(plan, config)
+        report = checker.check(plan, mode=args.mode, dt=args.dt, continuous=not args.discrete,
+                               skews=skews, every=args.every, timeline=timeline)
+    except (MjManipulatorError, ValueError, OSError) as exc:
+        print(f"mj-manipulator-ros check-plan: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(report.to_json() if args.json else report.summary())
+    if args.image:
+        from mj_manipulator_ros.replay_render import render_worst
+        render_worst(checker, report, timeline or plan, Path(args.image), skews)
+    if args.plot:
+        from mj_manipulator_ros.replay_render import plot_clearance
+        plot_clearance([report], Path(args.plot))
+    return EXIT_OK if report.collision_free else EXIT_FAILED
 
 
 def _execution_node(args: argparse.Namespace) -> int:
@@ -109,7 +164,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lead", type=float, help="start stamp lead, s (overrides the config)")
     p.add_argument("--speed", type=float, help="speed factor, e.g. 0.1 for 10 %% speed")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--record", help="write /joint_states during the execution to this file")
     p.set_defaults(func=_execute)
+
+    p = sub.add_parser("check-plan", help="replay a plan through the MuJoCo scene; check collisions")
+    p.add_argument("plan", help="plan file, or a joint-state recording with --mode recorded")
+    p.add_argument("--config", required=True, help="configuration with arms and scene")
+    p.add_argument("--mode", default="synchronized",
+                   choices=["synchronized", "sequential", "skewed", "recorded"])
+    p.add_argument("--skew", action="append", default=[], metavar="ARM=S",
+                   help="with --mode skewed: ARM starts S seconds late (repeatable)")
+    p.add_argument("--every", type=int, default=1, help="check every K-th state")
+    p.add_argument("--dt", type=float, help="check on a uniform grid of this step (s)")
+    p.add_argument("--discrete", action="store_true", help="skip the between-states check")
+    p.add_argument("--margin", type=float, default=0.005, help="collision margin, m (5 mm)")
+    p.add_argument("--arm-env", action="store_true", help="also check arm-environment pairs")
+    p.add_argument("--self", dest="self_collision", action="store_true",
+                   help="also check self-collision")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--image", help="write a PNG of the worst state")
+    p.add_argument("--plot", help="write a PNG of clearance against time")
+    p.set_defaults(func=_check_plan)
 
     p = sub.add_parser("execution-node", help="serve the combined FollowJointTrajectory action")
     p.add_argument("--config", required=True, help="executor configuration (YAML)")

@@ -50,6 +50,8 @@ class MultiArmExecutor:
             this executor creates and owns) with ``use_sim_time`` from the config.
         context: an initialised rclpy context to create nodes in (ignored with node_factory).
         preflight: optional ``plan -> None`` check run after validation, raising to refuse.
+            Default with ``execution.preflight_check``: synchronized replay through the
+            config's MuJoCo scene (``mj_manipulator_ros.preflight``).
 
     Use one executor per process or per combined action server; call :meth:`close` when done.
     Executions are serialised: a second ``execute`` waits for the first to finish.
@@ -64,6 +66,9 @@ class MultiArmExecutor:
                 self._owned_context = RosContext()
                 context = self._owned_context.context
             node_factory = self._default_factory(context)
+        if preflight is None and config.execution.preflight_check:
+            from mj_manipulator_ros.preflight import PreflightCheck
+            preflight = PreflightCheck(config)
         self._preflight = preflight
         suffix = uuid.uuid4().hex[:6]
         self._clock_node = node_factory(f"mjmr_executor_{suffix}")
@@ -100,8 +105,12 @@ class MultiArmExecutor:
             return False
         return scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None, reason))
 
-    def execute(self, plan: MultiArmPlan) -> ExecutionReport:
+    def execute(self, plan: MultiArmPlan, record: str | None = None) -> ExecutionReport:
         """Run the plan on every arm it names, synchronized. Blocks until every arm has stopped.
+
+        Args:
+            record: if given, /joint_states during the execution are written to this file
+                (JSON lines; the input of the ``recorded`` replay mode).
 
         Raises:
             PlanError: the plan is invalid (nothing was sent).
@@ -111,7 +120,14 @@ class MultiArmExecutor:
         if self._preflight is not None:
             self._preflight(plan)
         with self._run_lock:
-            return self._execute(plan)
+            if record is None:
+                return self._execute(plan)
+            from mj_manipulator_ros.ros.joint_state_recorder import JointStateRecorder
+            recorder = JointStateRecorder(self._clock_node, record)
+            try:
+                return self._execute(plan)
+            finally:
+                recorder.close()
 
     def _execute(self, plan: MultiArmPlan) -> ExecutionReport:
         s = self.config.execution

@@ -1,0 +1,337 @@
+"""Kinematic replay of a plan through the MuJoCo scene, checking every state and between states.
+
+Each checked state: the arms' joints are set on the checker's **own** MjData (never the
+simulator's), ``mj_kinematics`` + ``mj_collision`` run, and contacts are attributed to arms by
+body. MuJoCo's own filters apply unchanged (contype/conaffinity, parent/child, ``<exclude>``).
+Pairs checked: arm-arm by default; arm-environment and self-collision on request.
+
+Distances come from MuJoCo's contacts with every geom's margin raised (on the checker's copy of
+the model) so that pairs closer than ``horizon`` report their signed distance. A pair closer
+than ``margin`` (default 5 mm) is a **collision**; farther is clear (a near miss when below the
+horizon).
+
+**Between states (continuous check).** For a geom g of an arm and a joint j of that arm's chain
+upstream of g, let rho(j, g) = the chain length from joint j's anchor to the anchor of g's last
+joint, plus the distance from that anchor to g's centre, plus g's bounding radius. These are
+configuration-independent, and since |velocity of a point| <= sum_j |qdot_j| |x - anchor_j|, a
+point of g moves at most sum_j rho(j, g) * h * vmax_j over an interval of length h on which
+|qdot_j| <= vmax_j. vmax comes from the timeline: for a plan, from its splines (as the controller
+interpolates them) sampled every 1 ms, plus 1 ms times the largest acceleration; for a
+recording, from linear motion between samples. With the bounds B of the arms of a pair added
+(twice the arm's for self-collision), an interval with clearances c0, c1 at its ends is certified
+when (c0 + c1 - B) / 2 >= margin. Otherwise its midpoint (on the true motion) is checked like a
+state and each half is certified the same way, down to ``max_depth`` halvings.
+
+**Guarantee:** an interval reported clear has no pair closer than ``margin`` anywhere on it,
+given the motion model above (the plan's splines; linear between recorded samples) and exact
+MuJoCo distances. An interval not certified at ``max_depth`` counts against the plan
+(``uncertified_intervals``), never as clear.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence
+
+import mujoco
+import numpy as np
+
+from mj_manipulator_ros.core.arm_binding import ArmBinding
+from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.replay_report import PairHit, ReplayReport
+from mj_manipulator_ros.core.replay_timeline import ReplayMode, Timeline, build_timeline
+
+ENV = -1
+
+
+@dataclass
+class _State:
+    """What one checked state found."""
+
+    clearance: dict = field(default_factory=dict)     # category -> min distance (<= horizon)
+    hits: list = field(default_factory=list)          # (category, g1, g2, dist)
+
+
+class PlanReplayChecker:
+    """Args:
+        model: the scene's model (only read; the checker works on a copy).
+        arms: arm name -> binding (indices into ``model``), in replay order.
+        base_qpos: qpos of everything that is not an arm joint, shape (nq,).
+        margin: distance below which a pair counts as colliding, m.
+        horizon: distances are measured up to this, m (clearances beyond read as >= horizon).
+        arm_env, self_collision: also check arm-environment / arm-self pairs.
+        max_depth: halvings of an interval before giving up on certifying it.
+    """
+
+    def __init__(self, model: mujoco.MjModel, arms: Mapping[str, ArmBinding],
+                 base_qpos: np.ndarray, margin: float = 0.005, horizon: float = 0.10,
+                 arm_env: bool = False, self_collision: bool = False, max_depth: int = 10) -> None:
+        if not 0 <= margin < horizon:
+            raise ValueError(f"need 0 <= margin < horizon, got margin={margin}, horizon={horizon}")
+        self.arms = dict(arms)
+        self.arm_names = list(self.arms)
+        self.margin, self.horizon, self.max_depth = margin, horizon, max_depth
+        self.arm_env, self.self_collision = arm_env, self_collision
+        self.base_qpos = np.array(base_qpos, dtype=float)
+        self.model = copy.deepcopy(model)
+        m = self.model
+        # geom -> owning arm index (ENV for the environment)
+        body_owner = np.full(m.nbody, ENV)
+        for k, arm in enumerate(self.arms.values()):
+            for b in arm.body_ids:
+                body_owner[b] = k
+        self.geom_owner = body_owner[m.geom_bodyid]
+        active = (m.geom_contype != 0) | (m.geom_conaffinity != 0)
+        m.geom_margin[active] = horizon / 2.0   # pairs closer than `horizon` report a distance
+        m.geom_gap[:] = 0.0
+        self.data = mujoco.MjData(m)
+        self._rho = {name: self._reach(arm) for name, arm in self.arms.items()}
+
+    @classmethod
+    def from_scene(cls, scene, **kwargs) -> "PlanReplayChecker":
+        """From a :class:`mj_manipulator_ros.sim.scene.Scene` (or anything with model, arms,
+        initial_qpos)."""
+        return cls(scene.model, scene.arms, scene.initial_qpos, **kwargs)
+
+    # ---- construction helpers -----------------------------------------------------------------
+    def _reach(self, arm: ArmBinding) -> np.ndarray:
+        """rho (G_all, J): for every geom of the model, per joint of the arm (0 if unaffected)."""
+        m, d = self.model, mujoco.MjData(self.model)
+        d.qpos[:] = self.base_qpos
+        mujoco.mj_kinematics(m, d)
+        anchors = d.xanchor[arm.joint_ids]                      # (J, 3)
+        links = np.linalg.norm(np.diff(anchors, axis=0), axis=1)  # anchor j -> j+1 (invariant)
+        chain = np.concatenate([[0.0], np.cumsum(links)])        # from joint 0
+        rho = np.zeros((m.ngeom, len(arm.joint_ids)))
+        jnt_body = m.jnt_bodyid[arm.joint_ids]
+        for g in range(m.ngeom):
+            b = m.geom_bodyid[g]
+            if b not in arm.body_ids:
+                continue
+            # the last arm joint at or above g's body
+            last, anc = -1, b
+            while anc > 0 and last < 0:
+                hits = np.flatnonzero(jnt_body == anc)
+                last = int(hits[-1]) if hits.size else -1
+                anc = m.body_parentid[anc]
+            if last < 0:
+                continue
+            tail = np.linalg.norm(d.geom_xpos[g] - anchors[last]) + m.geom_rbound[g]
+            for j in range(last + 1):
+                rho[g, j] = chain[last] - chain[j] + tail
+        return rho
+
+    # ---- one state ------------------------------------------------------------------------------
+    def _categories(self, oa: np.ndarray, ob: np.ndarray) -> np.ndarray:
+        """Category code per contact: arm pair (i, k) -> i * n + k with i <= k, env as n; -1 = skip."""
+        n = len(self.arm_names)
+        a = np.where(oa == ENV, n, oa)
+        b = np.where(ob == ENV, n, ob)
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        code = lo * (n + 1) + hi
+        keep = np.zeros(a.shape, dtype=bool)
+        keep |= (lo != hi) & (hi < n)                       # arm-arm
+        if self.arm_env:
+            keep |= (lo < n) & (hi == n)
+        if self.self_collision:
+            keep |= (lo == hi) & (lo < n)
+        return np.where(keep, code, -1)
+
+    def _evaluate(self, poses: Mapping[str, np.ndarray]) -> _State:
+        m, d = self.model, self.data
+        d.qpos[:] = self.base_qpos
+        for name, arm in self.arms.items():
+            d.qpos[arm.qpos_adr] = poses[name]
+        mujoco.mj_kinematics(m, d)
+        mujoco.mj_collision(m, d)
+        state = _State()
+        n = d.ncon
+        if n == 0:
+            return state
+        geoms = d.contact.geom[:n]
+        dist = d.contact.dist[:n]
+        cat = self._categories(self.geom_owner[geoms[:, 0]], self.geom_owner[geoms[:, 1]])
+        for c in np.unique(cat[cat >= 0]):
+            sel = cat == c
+            state.clearance[int(c)] = float(dist[sel].min())
+        hit = (cat >= 0) & (dist < self.margin)
+        for k in np.flatnonzero(hit):
+            state.hits.append((int(cat[k]), int(geoms[k, 0]), int(geoms[k, 1]), float(dist[k])))
+        return state
+
+    def _category_arms(self, code: int) -> tuple[Optional[int], Optional[int]]:
+        n = len(self.arm_names)
+        lo, hi = divmod(code, n + 1)
+        return lo, (None if hi == n else hi)
+
+    def _all_categories(self) -> list[int]:
+        n = len(self.arm_names)
+        out = []
+        for i in range(n):
+            for k in range(i, n + 1):
+                if (k == n and self.arm_env) or (k == i and self.self_collision) or (i < k < n):
+                    out.append(i * (n + 1) + k)
+        return out
+
+    # ---- the whole replay -----------------------------------------------------------------------
+    def check(self, plan: Optional[MultiArmPlan] = None, mode: ReplayMode | str = "synchronized",
+              dt: Optional[float] = None, continuous: bool = True,
+              skews: Optional[Mapping[str, float]] = None, every: int = 1,
+              timeline: Optional[Timeline] = None,
+              progress: Optional[Callable[[int, int], None]] = None) -> ReplayReport:
+        """Replay and check. Give a ``plan`` (with ``mode``/``dt``/``skews``) or a ready
+        ``timeline`` (e.g. from a recording, with mode ``recorded``)."""
+        mode = ReplayMode(mode)
+        if timeline is None:
+            if plan is None:
+                raise ValueError("check() needs a plan or a timeline")
+            timeline = build_timeline(plan, mode, dt, skews, order=self.arm_names
+                                      if set(plan.arm_names) == set(self.arm_names) else None)
+        missing = [a for a in self.arm_names if a not in timeline.positions]
+        if missing:
+            raise ValueError(f"the timeline has no poses for arm(s) {missing}")
+        idx = np.arange(0, len(timeline), max(1, every))
+        if idx[-1] != len(timeline) - 1:
+            idx = np.append(idx, len(timeline) - 1)
+        times = timeline.times[idx]
+        poses = {a: timeline.positions[a][idx] for a in self.arm_names}
+        if progress is None and sys.stderr.isatty() and idx.size > 2000:
+            progress = _terminal_progress
+        categories = self._all_categories()
+        clearance = {c: np.full(idx.size, self.horizon) for c in categories}
+        states = []
+        for k in range(idx.size):
+            s = self._evaluate({a: poses[a][k] for a in self.arm_names})
+            states.append(s)
+            for c, v in s.clearance.items():
+                if c in clearance:
+                    clearance[c][k] = min(v, self.horizon)
+            if progress is not None and (k % 200 == 0 or k == idx.size - 1):
+                progress(k + 1, idx.size)
+        between = []  # (time, _State) found colliding between states
+        uncertified = 0
+        extra_states = 0
+        if continuous and idx.size > 1:
+            if timeline.pose_at is None or timeline.speed_bound is None:
+                raise ValueError("the continuous check needs a timeline with pose_at and "
+                                 "speed_bound (build_timeline / timeline_from_recording)")
+            for k in range(idx.size - 1):
+                found, unc, n_extra = self._interval(timeline, idx, k, clearance, categories)
+                between.extend(found)
+                uncertified += unc
+                extra_states += n_extra
+        return self._report(mode, times, states, clearance, between, uncertified, extra_states,
+                            continuous)
+
+    def _bound(self, arm: str, dq: np.ndarray) -> float:
+        """Max displacement (m) of any geom of the arm when its joints travel at most dq (J,)."""
+        return float(np.max(self._rho[arm] @ np.abs(dq), initial=0.0))
+
+    def _interval(self, timeline: Timeline, idx, k, clearance, categories):
+        """Certify interval k (between checked states k and k+1), splitting it on the true
+        motion where needed. Returns (collisions found between states, uncertified, extra)."""
+        times = timeline.times[idx]
+        c0 = {c: clearance[c][k] for c in categories}
+        c1 = {c: clearance[c][k + 1] for c in categories}
+        found, extra, uncertified = [], 0, 0
+        stack = [(c0, c1, float(times[k]), float(times[k + 1]), 0)]
+        while stack:
+            ca, cb, ta, tb, depth = stack.pop()
+            speed = timeline.speed_bound(ta, tb)
+            travel = {a: self._bound(a, speed[a] * (tb - ta)) for a in self.arm_names}
+            todo = []
+            for c in categories:
+                i, j = self._category_arms(c)
+                ai, aj = self.arm_names[i], (None if j is None else self.arm_names[j])
+                b = travel[ai] if aj is None else (2 * travel[ai] if aj == ai
+                                                   else travel[ai] + travel[aj])
+                # not certified, and neither end already colliding (those count as states)
+                if (ca[c] + cb[c] - b) / 2.0 < self.margin and min(ca[c], cb[c]) >= self.margin:
+                    todo.append(c)
+            if not todo:
+                continue
+            if depth >= self.max_depth:
+                uncertified += 1
+                continue
+            tm = 0.5 * (ta + tb)
+            s = self._evaluate(timeline.pose_at(tm))
+            extra += 1
+            cm = {c: min(s.clearance.get(c, self.horizon), self.horizon) for c in categories}
+            if s.hits:
+                found.append((tm, s))
+                continue  # a collision between states: reported; no need to split further
+            stack.append((ca, cm, ta, tm, depth + 1))
+            stack.append((cm, cb, tm, tb, depth + 1))
+        return found, uncertified, extra
+
+    def _report(self, mode, times, states, clearance, between, uncertified, extra, continuous):
+        n_arms = len(self.arm_names)
+        colliding = [k for k, s in enumerate(states) if s.hits]
+        hits = [(times[k], s) for k, s in enumerate(states) if s.hits] + list(between)
+        pairs: dict[tuple, dict] = {}
+        worst_time, worst = None, -np.inf
+        for t, s in sorted(hits, key=lambda x: x[0]):
+            for cat, g1, g2, dist in s.hits:
+                if self.geom_owner[g1] > self.geom_owner[g2] or (
+                        self.geom_owner[g1] == ENV and self.geom_owner[g2] != ENV):
+                    g1, g2 = g2, g1
+                key = (g1, g2)
+                pen = max(0.0, -dist)
+                entry = pairs.setdefault(key, {"cat": cat, "max_penetration": pen, "first_time": t,
+                                               "min_distance": dist, "count": 0})
+                entry["max_penetration"] = max(entry["max_penetration"], pen)
+                entry["min_distance"] = min(entry["min_distance"], dist)
+                entry["count"] += 1
+                if -dist > worst:
+                    worst, worst_time = -dist, t
+        m = self.model
+        pair_hits = []
+        for (g1, g2), e in pairs.items():
+            names = tuple(self._owner_name(g) for g in (g1, g2))
+            pair_hits.append(PairHit(
+                names, (m.body(m.geom_bodyid[g1]).name, m.body(m.geom_bodyid[g2]).name),
+                (m.geom(g1).name or f"geom{g1}", m.geom(g2).name or f"geom{g2}"),
+                e["max_penetration"], e["min_distance"], e["first_time"], e["count"]))
+        pair_hits.sort(key=lambda p: (-p.max_penetration, p.first_time))
+        min_clear = {}
+        for c, trace in clearance.items():
+            i, j = self._category_arms(c)
+            label = "-".join([self.arm_names[i], "environment" if j is None else self.arm_names[j]])
+            k = int(np.argmin(trace))
+            min_clear[label] = {"distance": float(trace[k]), "time": float(times[k]),
+                                "at_least": bool(trace[k] >= self.horizon)}
+        if worst_time is None:  # no collision: the worst state is the closest approach
+            trace_min = min(((float(np.min(t)), float(times[int(np.argmin(t))]))
+                             for t in clearance.values()), default=(None, None))
+            worst_time = trace_min[1]
+        first = min((t for t, _ in hits), default=None)
+        return ReplayReport(
+            mode=ReplayMode(mode).value, states_checked=len(states),
+            colliding_states=len(colliding), first_collision_time=first,
+            pairs=tuple(pair_hits), min_clearance=min_clear, continuous=continuous,
+            between_state_collisions=len(between), uncertified_intervals=uncertified,
+            extra_states_checked=extra, margin=self.margin, horizon=self.horizon,
+            worst_time=worst_time, times=times, clearance_traces={
+                lbl: clearance[c] for lbl, c in zip(min_clear, clearance)})
+
+    def _owner_name(self, g: int) -> str:
+        o = self.geom_owner[g]
+        return "environment" if o == ENV else self.arm_names[o]
+
+    def poses_at(self, plan_or_timeline, t: float, mode="synchronized", skews=None) -> dict:
+        """Arm poses at time t of a replay (for rendering the worst state)."""
+        tl = plan_or_timeline if isinstance(plan_or_timeline, Timeline) else build_timeline(
+            plan_or_timeline, mode, None, skews, order=self.arm_names)
+        k = int(np.argmin(np.abs(tl.times - t)))
+        return {a: tl.positions[a][k] for a in self.arm_names}
+
+
+def _terminal_progress(done: int, total: int) -> None:
+    width = 40
+    filled = int(width * done / total)
+    sys.stderr.write(f"\rchecking [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()

@@ -1,0 +1,92 @@
+"""What a replay check found (frozen values, JSON form)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PairHit:
+    """One geom pair that came closer than the margin.
+
+    Attributes:
+        arms: owning arm of each geom ("environment" for the world).
+        bodies, geoms: names.
+        max_penetration: deepest interpenetration, m (0 if it only came within the margin).
+        min_distance: smallest signed distance, m (negative = penetration).
+        first_time: s into the replay.
+        count: states (and between-state samples) in which it was found.
+    """
+
+    arms: tuple[str, str]
+    bodies: tuple[str, str]
+    geoms: tuple[str, str]
+    max_penetration: float
+    min_distance: float
+    first_time: float
+    count: int
+
+    def to_dict(self) -> dict:
+        return {"arms": list(self.arms), "bodies": list(self.bodies), "geoms": list(self.geoms),
+                "max_penetration": self.max_penetration, "min_distance": self.min_distance,
+                "first_time": self.first_time, "count": self.count}
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    mode: str
+    states_checked: int
+    colliding_states: int
+    first_collision_time: Optional[float]
+    pairs: tuple[PairHit, ...]
+    min_clearance: Mapping[str, dict]   # "left-right" -> {distance, time, at_least}
+    continuous: bool
+    between_state_collisions: int = 0
+    uncertified_intervals: int = 0
+    extra_states_checked: int = 0
+    margin: float = 0.005
+    horizon: float = 0.10
+    worst_time: Optional[float] = None
+    times: np.ndarray = field(default=None, repr=False, compare=False)
+    clearance_traces: Mapping[str, np.ndarray] = field(default=None, repr=False, compare=False)
+
+    @property
+    def collision_free(self) -> bool:
+        return self.colliding_states == 0 and self.between_state_collisions == 0 \
+            and self.uncertified_intervals == 0
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode, "states_checked": self.states_checked,
+                "colliding_states": self.colliding_states,
+                "first_collision_time": self.first_collision_time,
+                "pairs": [p.to_dict() for p in self.pairs],
+                "min_clearance": dict(self.min_clearance), "continuous": self.continuous,
+                "between_state_collisions": self.between_state_collisions,
+                "uncertified_intervals": self.uncertified_intervals,
+                "extra_states_checked": self.extra_states_checked,
+                "margin": self.margin, "horizon": self.horizon, "worst_time": self.worst_time}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def summary(self) -> str:
+        head = (f"{self.mode} replay: {self.colliding_states} of {self.states_checked} states "
+                f"colliding (margin {self.margin * 1e3:.0f} mm)")
+        if self.continuous:
+            head += (f"; between states: {self.between_state_collisions} collisions, "
+                     f"{self.uncertified_intervals} uncertified intervals, "
+                     f"{self.extra_states_checked} extra states checked")
+        lines = [head]
+        if self.first_collision_time is not None:
+            lines.append(f"  first collision at {self.first_collision_time:.3f} s")
+        for p in self.pairs[:5]:
+            lines.append(f"  {p.arms[0]}/{p.bodies[0]} x {p.arms[1]}/{p.bodies[1]}: max "
+                         f"penetration {p.max_penetration * 1e3:.1f} mm, first at {p.first_time:.3f} s")
+        for label, c in self.min_clearance.items():
+            d = f">= {c['distance'] * 1e3:.0f}" if c["at_least"] else f"{c['distance'] * 1e3:.1f}"
+            lines.append(f"  min clearance {label}: {d} mm at {c['time']:.3f} s")
+        return "\n".join(lines)

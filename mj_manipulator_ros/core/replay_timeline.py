@@ -1,0 +1,215 @@
+"""Where every arm is at every checked instant, for each replay mode.
+
+- ``synchronized``: as planned, every arm on one clock.
+- ``sequential``: arms one after another in the given order; an arm that has not started holds
+  its first pose, one that has finished holds its last (what a layer that runs arms one after
+  another does).
+- ``skewed``: arm k starts ``skews[k]`` s late (sensitivity to start skew).
+- ``recorded``: joint states recorded during an execution (see :func:`load_recording`); between
+  samples the motion is taken as linear (the recording cannot say more).
+
+A timeline is a list of times (M,) and, per arm, joint positions (M, J).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from mj_manipulator_ros.core.errors import PlanError
+from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.plan import MultiArmPlan
+
+
+class ReplayMode(str, enum.Enum):
+    SYNCHRONIZED = "synchronized"
+    SEQUENTIAL = "sequential"
+    SKEWED = "skewed"
+    RECORDED = "recorded"
+
+
+#: Resolution (s) of the dense velocity profile behind :meth:`Timeline.speed_bound`.
+DENSE_STEP_S = 0.001
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Checked instants and poses; plus the motion between them.
+
+    Attributes:
+        times: (M,), s.
+        positions: arm -> (M, J).
+        pose_at: t (s) -> {arm: (J,)}, the true pose at any time (the plan's splines, as the
+            controller interpolates them; a recording is taken as linear between samples).
+        speed_bound: (ta, tb) -> {arm: (J,)}, an upper bound of |joint velocity| on [ta, tb].
+    """
+
+    times: np.ndarray
+    positions: Mapping[str, np.ndarray]
+    pose_at: Optional[Callable[[float], dict]] = None
+    speed_bound: Optional[Callable[[float, float], dict]] = None
+
+    def __len__(self) -> int:
+        return int(self.times.size)
+
+
+class _PlanMotion:
+    """pose_at / speed_bound of a plan whose arms start at given times.
+
+    The speed bound is rigorous given the sampling: every instant lies within ``step`` of a
+    dense sample, so |qdot(t)| <= max |qdot(samples within step)| + step * max |qddot|.
+    """
+
+    def __init__(self, plan: MultiArmPlan, starts: Mapping[str, float], end: float) -> None:
+        self.plan, self.starts = plan, dict(starts)
+        self.step = DENSE_STEP_S
+        for a in self.starts:
+            gaps = np.diff(plan[a].times)
+            if gaps.size:
+                self.step = min(self.step, float(gaps.min()) / 2)
+        self.grid = np.arange(0.0, end + self.step, self.step)
+        self.speed, self.accel = {}, {}
+        for a, start in self.starts.items():
+            _, v, acc = sample(plan[a], self.grid - start)
+            self.speed[a] = np.abs(v)
+            self.accel[a] = float(np.abs(acc).max()) if acc.size else 0.0
+
+    def pose_at(self, t: float) -> dict:
+        return {a: sample(self.plan[a], [t - s])[0][0] for a, s in self.starts.items()}
+
+    def speed_bound(self, ta: float, tb: float) -> dict:
+        lo = max(int(np.floor(ta / self.step)) - 1, 0)
+        hi = min(int(np.ceil(tb / self.step)) + 2, self.grid.size)
+        return {a: self.speed[a][lo:hi].max(axis=0) + self.step * self.accel[a]
+                for a in self.starts}
+
+
+def _grid(plan: MultiArmPlan, dt: Optional[float], duration: float) -> np.ndarray:
+    if dt is None:  # the plan's own grid (validated plans share it)
+        return np.asarray(next(iter(plan.arms.values())).times, dtype=float)
+    if not (np.isfinite(dt) and dt > 0):
+        raise PlanError(f"dt must be a positive number of seconds, got {dt!r}")
+    grid = np.arange(0.0, duration + dt * 1e-6, dt)
+    return grid if duration - grid[-1] <= 1e-9 else np.append(grid, duration)
+
+
+def build_timeline(plan: MultiArmPlan, mode: ReplayMode | str, dt: Optional[float] = None,
+                   skews: Optional[Mapping[str, float]] = None,
+                   order: Optional[Sequence[str]] = None) -> Timeline:
+    """The checked instants and poses of a plan in one of the plan-based modes.
+
+    Args:
+        dt: check on a uniform grid of this step (s); None = the plan's own grid (and, in
+            sequential/skewed mode, each arm's grid shifted by its start).
+        skews: arm -> start delay (s), for ``skewed``; missing arms start on time.
+        order: arm order for ``sequential``; default: the plan's order.
+    """
+    mode = ReplayMode(mode)
+    arms = list(order or plan.arm_names)
+    if mode is ReplayMode.RECORDED:
+        raise PlanError("recorded replay takes a recording: use timeline_from_recording()")
+    if mode is ReplayMode.SYNCHRONIZED:
+        starts = {a: 0.0 for a in arms}
+    elif mode is ReplayMode.SEQUENTIAL:
+        starts, t = {}, 0.0
+        for a in arms:
+            starts[a] = t
+            t += plan[a].duration
+    else:
+        skews = dict(skews or {})
+        unknown = sorted(set(skews) - set(arms))
+        if unknown:
+            raise PlanError(f"skews name unknown arm(s) {unknown}; the plan has {arms}")
+        bad = {a: s for a, s in skews.items() if not (np.isfinite(s) and s >= 0)}
+        if bad:
+            raise PlanError(f"skews must be finite and >= 0 s, got {bad}")
+        starts = {a: float(skews.get(a, 0.0)) for a in arms}
+    end = max(starts[a] + plan[a].duration for a in arms)
+    if dt is None and mode is not ReplayMode.SYNCHRONIZED:
+        times = np.unique(np.concatenate([plan[a].times + starts[a] for a in arms]))
+    else:
+        times = _grid(plan, dt, end)
+    positions = {a: sample(plan[a], times - starts[a])[0] for a in arms}
+    motion = _PlanMotion(plan, starts, end)
+    return Timeline(times, positions, motion.pose_at, motion.speed_bound)
+
+
+def timeline_from_recording(recording: "Recording", arm_joints: Mapping[str, Sequence[str]],
+                            every: int = 1) -> Timeline:
+    """Poses of each arm at each recorded sample (joints matched by name)."""
+    idx = {}
+    for arm, joints in arm_joints.items():
+        missing = [j for j in joints if j not in recording.names]
+        if missing:
+            raise PlanError(f"the recording has no joint(s) {missing} of arm {arm!r}; it has "
+                            f"{list(recording.names)}")
+        idx[arm] = [recording.names.index(j) for j in joints]
+    sel = slice(None, None, max(1, every))
+    times = recording.times[sel] - recording.times[0]
+    positions = {a: recording.positions[sel][:, i] for a, i in idx.items()}
+
+    def pose_at(t: float) -> dict:  # linear between samples (the recording's assumption)
+        return {a: np.array([np.interp(t, times, q[:, j]) for j in range(q.shape[1])])
+                for a, q in positions.items()}
+
+    def speed_bound(ta: float, tb: float) -> dict:
+        k0 = max(int(np.searchsorted(times, ta, side="right")) - 1, 0)
+        k1 = min(int(np.searchsorted(times, tb, side="left")), times.size - 1)
+        out = {}
+        for a, q in positions.items():
+            seg = slice(k0, max(k1, k0 + 1) + 1)
+            dq = np.abs(np.diff(q[seg], axis=0))
+            dt = np.diff(times[seg])[:, None]
+            out[a] = (dq / np.maximum(dt, 1e-12)).max(axis=0) if dq.size else np.zeros(q.shape[1])
+        return out
+    return Timeline(times, positions, pose_at, speed_bound)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Joint states recorded during an execution: times (M,) s; positions (M, n) by names (n,)."""
+
+    times: np.ndarray
+    names: tuple[str, ...]
+    positions: np.ndarray
+
+
+def load_recording(path: str | Path) -> Recording:
+    """Read a joint-state recording: JSON lines, one ``/joint_states`` message each::
+
+        {"t": 1795999924.25, "name": ["j1", "j2"], "position": [0.1, 0.2]}
+
+    Lines may name joints in any order and subsets (several publishers); each line's values are
+    merged into the latest pose, so every row holds every joint seen so far. Rows before every
+    joint has been seen once are dropped.
+    """
+    path = Path(path)
+    names: list[str] = []
+    latest: dict[str, float] = {}
+    rows, times = [], []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            msg = json.loads(line)
+            t, joint_names, pos = float(msg["t"]), msg["name"], msg["position"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PlanError(f"{path}:{n}: expected {{t, name, position}}: {exc}") from None
+        if len(joint_names) != len(pos):
+            raise PlanError(f"{path}:{n}: {len(joint_names)} names but {len(pos)} positions")
+        for j, x in zip(joint_names, pos):
+            if j not in latest:
+                names.append(j)
+            latest[j] = float(x)
+        rows.append(dict(latest))
+        times.append(t)
+    if not rows:
+        raise PlanError(f"{path}: the recording is empty")
+    complete = [k for k, r in enumerate(rows) if len(r) == len(names)]
+    positions = np.array([[rows[k][j] for j in names] for k in complete])
+    return Recording(np.asarray(times)[complete], tuple(names), positions)
