@@ -194,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen pictures without a display
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

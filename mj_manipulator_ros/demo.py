@@ -7,11 +7,14 @@ In one process, on one DDS graph (loopback):
 3. a client that sends the crossing plan (config/plans/openarm_crossing.yaml) as one 14-joint
    goal, as MoveIt would to a single controller.
 
-It prints a summary and writes ``demo_report.json``::
+Before it executes, it replays the plan through the scene synchronized (0 colliding states) and
+one arm after the other (k of N colliding), and pictures the worst sequential state
+(``demo_sequential_worst.png``). It prints a summary and writes ``demo_report.json``::
 
     {"start_stamp": s, "start_skew_s": s,
      "arms": {arm: {"status", "motion_onset_s", "max_tracking_error_rad", "final_error_rad"}},
-     "execution": <the executor's report>}
+     "execution": <the executor's report>,
+     "replay": {"synchronized": <replay report>, "sequential": <replay report>}}
 
 ``motion_onset_s`` is the first control cycle at which the arm's commanded reference departs
 from its start, in seconds after the start stamp; ``start_skew_s`` is max - min onset.
@@ -66,6 +69,8 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
     if speed != 1.0:
         plan = plan.time_scaled(speed)
     sim_cfg = sim_config(config)
+    replay = replay_comparison(config, plan, out.with_name(out.stem.replace("_report", "") +
+                                                           "_sequential_worst.png"))
     with RosContext() as ros:
         sim = SimNode(sim_cfg, context=ros.context).start()
         executor = MultiArmExecutor(config, context=ros.context)
@@ -121,9 +126,30 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
     onsets = [a["motion_onset_s"] for a in arms.values() if a["motion_onset_s"] is not None]
     doc = {"start_stamp": report.start_stamp,
            "start_skew_s": (max(onsets) - min(onsets)) if len(onsets) == len(arms) else None,
-           "arms": arms, "execution": report.to_dict()}
+           "arms": arms, "execution": report.to_dict(), "replay": replay}
     out.write_text(json.dumps(doc, indent=2))
     return doc
+
+
+def replay_comparison(config, plan: MultiArmPlan, image: Path) -> dict:
+    """What the plan does synchronized (as planned) and run one arm after the other."""
+    from mj_manipulator_ros.preflight import scene_checker
+
+    checker = scene_checker(config)
+    out = {}
+    for mode in ("synchronized", "sequential"):
+        report = checker.check(plan, mode=mode)
+        print(f"demo: {report.summary().splitlines()[0]}", flush=True)
+        out[mode] = report.to_dict()
+        if mode == "sequential" and not report.collision_free:
+            try:
+                from mj_manipulator_ros.replay_render import render_worst
+                render_worst(checker, report, plan, image)
+                out[mode]["image"] = str(image)
+                print(f"demo: worst sequential state pictured in {image}", flush=True)
+            except Exception as exc:  # noqa: BLE001 - a missing GL backend must not stop the demo
+                print(f"demo: could not render the worst state ({type(exc).__name__}: {exc})")
+    return out
 
 
 def _open_viewer(sim: SimNode):
@@ -154,4 +180,7 @@ def summary(doc: dict) -> str:
                      f"{a['final_error_rad']:.4f} rad")
     if doc["start_skew_s"] is not None:
         lines.append(f"start skew (motion onset, max - min): {doc['start_skew_s'] * 1e3:.2f} ms")
+    for mode, r in doc.get("replay", {}).items():
+        lines.append(f"replay {mode}: {r['colliding_states']} of {r['states_checked']} states "
+                     "colliding")
     return "\n".join(lines)

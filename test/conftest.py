@@ -17,6 +17,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "1")
+    os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering without a display
 
 
 @pytest.fixture

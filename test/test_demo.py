@@ -4,6 +4,7 @@ action, synchronized (real MuJoCo model, real DDS, ~15 s)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -11,11 +12,15 @@ from mj_manipulator_ros.demo import run_demo, summary
 
 
 @pytest.mark.slow
-def test_demo_runs_the_crossing_plan_synchronized(tmp_path) -> None:
+def test_demo_runs_the_crossing_plan_synchronized(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MUJOCO_GL", os.environ.get("MUJOCO_GL", "egl"))
     out = tmp_path / "demo_report.json"
     doc = run_demo(out=out)
     assert json.loads(out.read_text()) == json.loads(json.dumps(doc))
-    assert set(doc) == {"start_stamp", "start_skew_s", "arms", "execution"}
+    assert set(doc) == {"start_stamp", "start_skew_s", "arms", "execution", "replay"}
+    assert doc["replay"]["synchronized"]["colliding_states"] == 0
+    assert doc["replay"]["sequential"]["colliding_states"] > 0
+    assert (tmp_path / "demo_sequential_worst.png").stat().st_size > 10000
     assert doc["execution"]["status"] == "succeeded", summary(doc)
     for arm in ("left", "right"):
         a = doc["arms"][arm]

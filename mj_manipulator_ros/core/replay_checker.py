@@ -75,19 +75,61 @@ class PlanReplayChecker:
         self.margin, self.horizon, self.max_depth = margin, horizon, max_depth
         self.arm_env, self.self_collision = arm_env, self_collision
         self.base_qpos = np.array(base_qpos, dtype=float)
-        self.model = copy.deepcopy(model)
+        # Two copies of the model: geom margins raised so that pairs closer than `horizon`
+        # report a distance (continuous check, clearances), or only up to `margin` (discrete
+        # check: collisions only, as fast as plain mj_collision allows).
+        self._models = {}
+        for name, reach in (("near", horizon), ("tight", max(margin, 1e-6))):
+            mm = copy.deepcopy(model)
+            active = (mm.geom_contype != 0) | (mm.geom_conaffinity != 0)
+            mm.geom_margin[active] = reach / 2.0
+            mm.geom_gap[:] = 0.0
+            self._models[name] = (mm, mujoco.MjData(mm), reach)
+        self.model, self.data, self._reach_now = self._models["near"]
         m = self.model
-        # geom -> owning arm index (ENV for the environment)
-        body_owner = np.full(m.nbody, ENV)
+        body_owner = np.full(m.nbody, ENV)  # geom -> owning arm index (ENV: the environment)
         for k, arm in enumerate(self.arms.values()):
             for b in arm.body_ids:
                 body_owner[b] = k
         self.geom_owner = body_owner[m.geom_bodyid]
-        active = (m.geom_contype != 0) | (m.geom_conaffinity != 0)
-        m.geom_margin[active] = horizon / 2.0   # pairs closer than `horizon` report a distance
-        m.geom_gap[:] = 0.0
-        self.data = mujoco.MjData(m)
+        n = len(self.arm_names)
+        # owner x owner -> category (ENV = -1 indexes the last row/column)
+        owners = np.arange(-1, n)
+        table = self._categories(owners[:, None].repeat(n + 1, 1), owners[None, :].repeat(n + 1, 0))
+        self._pair_category = np.empty((n + 1, n + 1), dtype=int)
+        for i, a in enumerate(owners):
+            for k, b in enumerate(owners):
+                self._pair_category[a, b] = table[i, k]
+        self.narrowed = self._narrow_pairs()
         self._rho = {name: self._reach(arm) for name, arm in self.arms.items()}
+
+    def _narrow_pairs(self) -> bool:
+        """Let MuJoCo test only the requested categories (arm-arm, and arm-env/self on request),
+        by giving each arm its own contype bit. Done only when the model's own contype/
+        conaffinity let every pair of active geoms collide (then the new bits never enable a
+        pair the model filters out; parent/child and <exclude> filters still apply). Returns
+        whether it was done; otherwise the categories are filtered after mj_collision."""
+        m = self.model
+        n = len(self.arm_names)
+        ct, ca = m.geom_contype, m.geom_conaffinity
+        active = (ct != 0) | (ca != 0)
+        combos = {(int(a), int(b)) for a, b in zip(ct[active], ca[active])}
+        if n + 1 > 31 or not all((a1 & b2) or (a2 & b1) for a1, b1 in combos for a2, b2 in combos):
+            return False
+        env_bit = 1 << n
+        arm_bits = (1 << n) - 1
+        for mm, _, _ in self._models.values():
+            for g in np.flatnonzero(active):
+                o = self.geom_owner[g]
+                if o == ENV:
+                    mm.geom_contype[g] = env_bit if self.arm_env else 0
+                    mm.geom_conaffinity[g] = arm_bits if self.arm_env else 0
+                else:
+                    mine = 1 << int(o)
+                    mm.geom_contype[g] = mine
+                    mm.geom_conaffinity[g] = (arm_bits & ~mine) | (env_bit if self.arm_env else 0) \
+                        | (mine if self.self_collision else 0)
+        return True
 
     @classmethod
     def from_scene(cls, scene, **kwargs) -> "PlanReplayChecker":
@@ -139,25 +181,34 @@ class PlanReplayChecker:
             keep |= (lo == hi) & (lo < n)
         return np.where(keep, code, -1)
 
-    def _evaluate(self, poses: Mapping[str, np.ndarray]) -> _State:
-        m, d = self.model, self.data
-        d.qpos[:] = self.base_qpos
+    def _qpos(self, poses: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Full qpos rows (..., nq) from arm poses (..., J)."""
+        first = np.asarray(next(iter(poses.values())))
+        q = np.broadcast_to(self.base_qpos, first.shape[:-1] + self.base_qpos.shape).copy()
         for name, arm in self.arms.items():
-            d.qpos[arm.qpos_adr] = poses[name]
+            q[..., arm.qpos_adr] = poses[name]
+        return q
+
+    def _evaluate(self, poses: Mapping[str, np.ndarray] | np.ndarray) -> _State:
+        m, d = self.model, self.data
+        d.qpos[:] = poses if isinstance(poses, np.ndarray) else self._qpos(poses)
         mujoco.mj_kinematics(m, d)
         mujoco.mj_collision(m, d)
         state = _State()
         n = d.ncon
         if n == 0:
             return state
-        geoms = d.contact.geom[:n]
-        dist = d.contact.dist[:n]
-        cat = self._categories(self.geom_owner[geoms[:, 0]], self.geom_owner[geoms[:, 1]])
-        for c in np.unique(cat[cat >= 0]):
-            sel = cat == c
-            state.clearance[int(c)] = float(dist[sel].min())
-        hit = (cat >= 0) & (dist < self.margin)
-        for k in np.flatnonzero(hit):
+        contact = d.contact
+        geoms = contact.geom
+        cat = self._pair_category[self.geom_owner[geoms[:, 0]], self.geom_owner[geoms[:, 1]]]
+        keep = cat >= 0
+        if not keep.any():
+            return state
+        dist = contact.dist
+        cat, dist, geoms = cat[keep], dist[keep], geoms[keep]
+        for c in set(cat.tolist()):
+            state.clearance[c] = float(dist[cat == c].min())
+        for k in np.flatnonzero(dist < self.margin):
             state.hits.append((int(cat[k]), int(geoms[k, 0]), int(geoms[k, 1]), float(dist[k])))
         return state
 
@@ -184,6 +235,8 @@ class PlanReplayChecker:
         """Replay and check. Give a ``plan`` (with ``mode``/``dt``/``skews``) or a ready
         ``timeline`` (e.g. from a recording, with mode ``recorded``)."""
         mode = ReplayMode(mode)
+        self.model, self.data, self._reach_now = self._models["near" if continuous else "tight"]
+        horizon = self._reach_now
         if timeline is None:
             if plan is None:
                 raise ValueError("check() needs a plan or a timeline")
@@ -200,14 +253,15 @@ class PlanReplayChecker:
         if progress is None and sys.stderr.isatty() and idx.size > 2000:
             progress = _terminal_progress
         categories = self._all_categories()
-        clearance = {c: np.full(idx.size, self.horizon) for c in categories}
+        clearance = {c: np.full(idx.size, horizon) for c in categories}
         states = []
+        rows = self._qpos(poses)
         for k in range(idx.size):
-            s = self._evaluate({a: poses[a][k] for a in self.arm_names})
+            s = self._evaluate(rows[k])
             states.append(s)
             for c, v in s.clearance.items():
                 if c in clearance:
-                    clearance[c][k] = min(v, self.horizon)
+                    clearance[c][k] = min(v, horizon)
             if progress is not None and (k % 200 == 0 or k == idx.size - 1):
                 progress(k + 1, idx.size)
         between = []  # (time, _State) found colliding between states
@@ -301,7 +355,7 @@ class PlanReplayChecker:
             label = "-".join([self.arm_names[i], "environment" if j is None else self.arm_names[j]])
             k = int(np.argmin(trace))
             min_clear[label] = {"distance": float(trace[k]), "time": float(times[k]),
-                                "at_least": bool(trace[k] >= self.horizon)}
+                                "at_least": bool(trace[k] >= self._reach_now)}
         if worst_time is None:  # no collision: the worst state is the closest approach
             trace_min = min(((float(np.min(t)), float(times[int(np.argmin(t))]))
                              for t in clearance.values()), default=(None, None))
@@ -312,7 +366,7 @@ class PlanReplayChecker:
             colliding_states=len(colliding), first_collision_time=first,
             pairs=tuple(pair_hits), min_clearance=min_clear, continuous=continuous,
             between_state_collisions=len(between), uncertified_intervals=uncertified,
-            extra_states_checked=extra, margin=self.margin, horizon=self.horizon,
+            extra_states_checked=extra, margin=self.margin, horizon=self._reach_now,
             worst_time=worst_time, times=times, clearance_traces={
                 lbl: clearance[c] for lbl, c in zip(min_clear, clearance)})
 

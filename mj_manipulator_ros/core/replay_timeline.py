@@ -66,7 +66,11 @@ class _PlanMotion:
     """
 
     def __init__(self, plan: MultiArmPlan, starts: Mapping[str, float], end: float) -> None:
-        self.plan, self.starts = plan, dict(starts)
+        self.plan, self.starts, self.end = plan, dict(starts), end
+        self.speed: dict | None = None  # the dense profile, computed on first use
+
+    def _profile(self) -> None:
+        plan, end = self.plan, self.end
         self.step = DENSE_STEP_S
         for a in self.starts:
             gaps = np.diff(plan[a].times)
@@ -83,6 +87,8 @@ class _PlanMotion:
         return {a: sample(self.plan[a], [t - s])[0][0] for a, s in self.starts.items()}
 
     def speed_bound(self, ta: float, tb: float) -> dict:
+        if self.speed is None:
+            self._profile()
         lo = max(int(np.floor(ta / self.step)) - 1, 0)
         hi = min(int(np.ceil(tb / self.step)) + 2, self.grid.size)
         return {a: self.speed[a][lo:hi].max(axis=0) + self.step * self.accel[a]
