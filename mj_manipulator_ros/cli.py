@@ -79,7 +79,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _sim(args: argparse.Namespace) -> int:
     from mj_manipulator_ros.sim.sim_node import run_sim
 
-    return run_sim(args.config, ["mj-manipulator-ros", *args.ros_args])
+    return run_sim(args.config, ["mj-manipulator-ros", *args.ros_args], serve=args.serve)
 
 
 def _check_plan(args: argparse.Namespace) -> int:
@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sim", help="simulated arms behind FollowJointTrajectory servers")
     p.add_argument("--config", required=True, help="configuration with arms, scene and sim")
+    p.add_argument("--serve", nargs="+", metavar="ARM",
+                   help="serve only these arms (one controller process per arm)")
     p.add_argument("ros_args", nargs=argparse.REMAINDER, help="--ros-args ... (optional)")
     p.set_defaults(func=_sim)
 

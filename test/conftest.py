@@ -16,7 +16,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # every participant on loopback.
     os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    os.environ.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "1")
     os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering without a display
 
 
@@ -80,28 +79,75 @@ def scripted(ros):
         node.destroy_node()
 
 
+class Processes:
+    """Starts OS processes; a thread per process collects its stderr lines (so waiting for a
+    line never blocks on a pipe); everything is terminated, killed if needed, and joined."""
+
+    def __init__(self) -> None:
+        self.env = {**os.environ, "RCUTILS_LOGGING_BUFFERED_STREAM": "0", "PYTHONUNBUFFERED": "1"}
+        self.started: list = []
+
+    def __call__(self, args, **kwargs):
+        import queue
+        import subprocess
+
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=self.env, **kwargs)
+        p.lines = queue.Queue()
+        p.stderr_seen = []
+
+        def pump():
+            for line in p.stderr:
+                p.lines.put(line)
+            p.lines.put(None)
+        p.reader = threading.Thread(target=pump, name=f"stderr-{p.pid}", daemon=True)
+        p.reader.start()
+        self.started.append(p)
+        return p
+
+    def wait_for_line(self, proc, text: str, timeout: float) -> str:
+        """The first (not yet consumed) stderr line of proc containing text."""
+        import queue
+
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                line = proc.lines.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                proc.lines.put(None)
+                break
+            proc.stderr_seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"no line containing {text!r} within {timeout} s; stderr so far:\n"
+                             + "".join(proc.stderr_seen)[-3000:])
+
+    def close(self) -> None:
+        import signal
+        import subprocess
+
+        for p in self.started:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.started:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+            p.reader.join(timeout=10)
+            p.stdout.close()
+            p.stderr.close()
+
+
 @pytest.fixture
 def processes():
-    """Factory starting OS processes; every one is terminated (then killed) after the test."""
-    import signal
-    import subprocess
-
-    started = []
-
-    def start(args, **kwargs):
-        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
-        started.append(p)
-        return p
-    yield start
-    for p in started:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in started:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=10)
-        for stream in (p.stdout, p.stderr):
-            if stream:
-                stream.close()
+    """Factory starting OS processes (see Processes); all are ended after the test."""
+    procs = Processes()
+    yield procs
+    procs.close()

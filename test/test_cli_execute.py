@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import select
 import signal
 import subprocess
 import sys
@@ -37,20 +36,6 @@ def controllers(processes, behaviors: dict):
     return {a: processes([sys.executable, "-m", "mj_manipulator_ros.ros.scripted_controller",
                           "--action", f"/cli_{a}/follow_joint_trajectory", "--behavior", b])
             for a, b in behaviors.items()}
-
-
-def wait_for_line(proc, text: str, timeout: float) -> str:
-    """Read proc's stderr until a line containing text (bounded by timeout)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
-        if ready:
-            line = proc.stderr.readline()
-            if text in line:
-                return line
-            if not line:
-                break
-    raise AssertionError(f"no line containing {text!r} within {timeout} s")
 
 
 def test_execute_prints_json_report_and_exits_0(tmp_path, processes) -> None:
@@ -96,11 +81,10 @@ def test_ctrl_c_cancels_every_arm(tmp_path, processes) -> None:
     ctl = controllers(processes, {"left": "never_finish", "right": "never_finish"})
     cli = processes([*CLI, "execute", str(plan), "--config", str(cfg), "--json"])
     for proc in ctl.values():  # both goals are out and running: now press Ctrl-C
-        wait_for_line(proc, "goal received", timeout=60)
+        processes.wait_for_line(proc, "goal received", timeout=60)
     cli.send_signal(signal.SIGINT)
-    stdout, stderr = cli.communicate(timeout=30)
-    assert cli.returncode == 130, stderr
-    report = json.loads(stdout)
+    assert cli.wait(timeout=30) == 130
+    report = json.loads(cli.stdout.read())
     assert report["status"] == "canceled"
     assert report["first_failure"]["error_string"] == "interrupted (Ctrl-C)"
     for arm in ("left", "right"):

@@ -108,6 +108,16 @@ def test_execution_timeout_cancels_all(run) -> None:
     assert report.arms["right"].status is ArmStatus.SUCCEEDED
 
 
+def test_silent_controller_trips_the_feedback_watchdog(run) -> None:
+    report, ctl = run({"left": "silent", "right": "succeed"}, duration=3.0, feedback_timeout_s=0.3)
+    f = report.first_failure
+    assert f.arm == "left" and f.reason is FailureReason.FEEDBACK_TIMEOUT
+    assert "presumed dead" in f.error_string
+    right = report.arms["right"]
+    assert right.status is ArmStatus.CANCELED and right.stop_confirmed
+    assert right.result_at < report.start_stamp + 3.0  # stopped mid-motion, not at its end
+
+
 def test_late_acceptance_fails_and_cancels(run) -> None:
     report, ctl = run({"left": "succeed", "right": ("slow_accept", 0.4)}, duration=2.0,
                       start_lead_s=0.1)

@@ -60,12 +60,20 @@ class ExecutionSettings:
         "doc": "start stamp = now + this lead, on the controllers' clock", "min": 0.0})
     server_wait_s: float = field(default=5.0, metadata={
         "doc": "how long to wait for every arm's action server", "min": 0.0})
+    discovery_settle_s: float = field(default=0.5, metadata={
+        "doc": "after an action server is first discovered, wait this long before sending to it "
+               "(DDS matches the goal request/response endpoints after the server appears)",
+        "min": 0.0})
     accept_wait_s: float = field(default=2.0, metadata={
         "doc": "how long to wait for a goal to be accepted or rejected", "min": 0.0})
     timeout_scaling: float = field(default=1.5, metadata={
         "doc": "execution timeout = longest arm duration x this + timeout_margin_s", "min": 1.0})
     timeout_margin_s: float = field(default=2.0, metadata={
         "doc": "added to the scaled duration for the execution timeout", "min": 0.0})
+    feedback_timeout_s: float = field(default=0.5, metadata={
+        "doc": "an accepted goal whose controller sends no feedback for this long fails (the "
+               "controller is presumed dead; joint_trajectory_controller sends feedback at its "
+               "action_monitor_rate, 20 Hz by default); 0 disables the watchdog", "min": 0.0})
     cancel_wait_s: float = field(default=2.0, metadata={
         "doc": "how long to wait for each cancel response and final result", "min": 0.0})
     allow_late_acceptance: bool = field(default=False, metadata={
@@ -153,7 +161,8 @@ def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:
 
 
 def load_config(path: str | Path) -> ExecutorConfig:
-    """Read and validate a YAML configuration file."""
+    """Read and validate a YAML configuration file, in plain form or in ROS 2 parameter-file
+    form (see :mod:`mj_manipulator_ros.core.param_file`)."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -164,6 +173,9 @@ def load_config(path: str | Path) -> ExecutorConfig:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     try:
+        from mj_manipulator_ros.core.param_file import from_parameter_file, is_parameter_file
+        if is_parameter_file(data):
+            data = from_parameter_file(data)
         return config_from_mapping(data, str(path))
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -48,6 +48,7 @@ class FailureReason(str, enum.Enum):
     NO_RESPONSE = "no_response"         # goal sent, no accept/reject within accept_wait_s
     LATE_ACCEPTANCE = "late_acceptance"  # accepted after the start stamp had passed
     TIMEOUT = "timeout"
+    FEEDBACK_TIMEOUT = "feedback_timeout"  # the controller went silent: presumed dead
     EXCEPTION = "exception"
     EXTERNAL_ABORT = "external_abort"   # abort() or Ctrl-C
     CLOCK_UNAVAILABLE = "clock_unavailable"

@@ -11,7 +11,8 @@ and its future never completes); making and spinning on one thread rules the rac
 
 Waiting is event-driven: ``executor.spin_once`` blocks in the RMW wait set until a response,
 feedback, or the guard condition (triggered by the shared :class:`CancelScope`) arrives.
-The only periodic wake-up is server discovery, a graph query rclpy offers no event for.
+The periodic wake-ups are server discovery (a graph query rclpy offers no event for) and the
+feedback watchdog (silence is the absence of an event: checked every feedback_timeout_s / 4).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class ArmChannel:
         self.executor.add_node(node)
         self.client = ActionClient(node, FollowJointTrajectory, arm.action_name)
         self._guard = node.create_guard_condition(lambda: None)
+        self.discovered_at: float | None = None  # monotonic time the server was first seen
 
     def wake(self) -> None:
         """Make a blocked :meth:`spin_until` re-check its condition now (any thread)."""
@@ -109,6 +111,7 @@ class ArmRun:
     cancel_requested_at: Optional[float] = None
     cancel_acknowledged_at: Optional[float] = None
     stop_confirmed: bool = True
+    last_feedback: float = 0.0  # monotonic
 
     @property
     def name(self) -> str:
@@ -142,6 +145,12 @@ class ArmRun:
             self.error_string = (f"action server {ch.arm.action_name} not available within "
                                  f"{s.server_wait_s} s")
             self._fail(FailureReason.SERVER_UNAVAILABLE, self.error_string)
+            return None, None
+        if ch.discovered_at is None:
+            ch.discovered_at = time.monotonic()
+        settle_until = ch.discovered_at + s.discovery_settle_s
+        ch.spin_until(lambda: self.scope.canceled or time.monotonic() >= settle_until, settle_until)
+        if self.scope.canceled:
             return None, None
         self.gate.arrive(self.name)
         stamp = self.gate.wait_open(timeout=s.server_wait_s + s.accept_wait_s)
@@ -182,11 +191,23 @@ class ArmRun:
         result_future = handle.get_result_async()
         timeout = (stamp.seconds - self.now()) + self.duration_s * s.timeout_scaling \
             + s.timeout_margin_s
-        ch.spin_until(lambda: result_future.done() or self.scope.canceled,
-                      time.monotonic() + max(timeout, 0.0))
+        self.last_feedback = time.monotonic()
+        watchdog = s.feedback_timeout_s
+
+        def silent() -> bool:
+            return watchdog > 0 and time.monotonic() - self.last_feedback > watchdog
+        ch.spin_until(lambda: result_future.done() or self.scope.canceled or silent(),
+                      time.monotonic() + max(timeout, 0.0),
+                      max_block=watchdog / 4 if watchdog > 0 else None)
         if result_future.done():
             self._finish(result_future.result(), stopping=False)
-        elif not self.scope.canceled:
+        elif self.scope.canceled:
+            pass
+        elif silent():
+            self._fail(FailureReason.FEEDBACK_TIMEOUT,
+                       f"no feedback from {ch.arm.action_name} for {watchdog} s: the controller "
+                       "is presumed dead")
+        else:
             self._fail(FailureReason.TIMEOUT,
                        f"no result within {timeout:.2f} s of acceptance (duration "
                        f"{self.duration_s:.2f} s x {s.timeout_scaling} + {s.timeout_margin_s} s)")
@@ -240,6 +261,7 @@ class ArmRun:
                        int(result.error_code))
 
     def _feedback(self, msg) -> None:
+        self.last_feedback = time.monotonic()
         if self.on_feedback is not None:
             self.on_feedback(self.name, msg.feedback)
 

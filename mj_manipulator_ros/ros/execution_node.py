@@ -101,6 +101,11 @@ class CombinedTrajectoryServer:
                 self._goal_handle = None
             self._busy.release()
         self.last_report = report
+        # (rclpy ties a logger call site to one severity: two calls, not one conditional)
+        if report.succeeded:
+            self.node.get_logger().info("combined goal: " + report.summary())
+        else:
+            self.node.get_logger().error("combined goal: " + report.summary())
         if report.status is ExecutionStatus.SUCCEEDED:
             goal_handle.succeed()
             return Result(error_code=Result.SUCCESSFUL)

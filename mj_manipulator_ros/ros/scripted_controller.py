@@ -11,10 +11,11 @@ joints, arrival time) and then does exactly one thing:
 ``slow_accept``    wait ``after`` s before accepting, then behave as ``succeed``
 ``ignore_cancel``  accept; refuse every cancel and run to stamp + duration
 ``exit_mid_goal``  accept; the *process* exits (os._exit) ``after`` s past the start
+``silent``         accept; send no feedback and never finish (a hung controller)
 =================  ======================================================================
 
-Each accepted goal gets one feedback message (joint names, header stamp) when it starts
-executing. It does not move anything; the MuJoCo simulated controller (``mj_manipulator_ros.sim``) is the
+While a goal runs, feedback (joint names, header stamp) is published at 20 Hz, like
+joint_trajectory_controller's action monitor (``ignore_cancel`` and ``never_finish`` included). It does not move anything; the MuJoCo simulated controller (``mj_manipulator_ros.sim``) is the
 one that behaves like joint_trajectory_controller. Run standalone with
 ``python -m mj_manipulator_ros.ros.scripted_controller --action NAME --behavior B [--after S]``.
 """
@@ -38,6 +39,7 @@ from rclpy.node import Node
 from mj_manipulator_ros.ros.conversion import duration_s, time_ns
 
 Result = FollowJointTrajectory.Result
+FEEDBACK_PERIOD_S = 0.05
 
 
 class Behavior(str, enum.Enum):
@@ -48,6 +50,7 @@ class Behavior(str, enum.Enum):
     SLOW_ACCEPT = "slow_accept"
     IGNORE_CANCEL = "ignore_cancel"
     EXIT_MID_GOAL = "exit_mid_goal"
+    SILENT = "silent"
 
 
 @dataclass(frozen=True)
@@ -109,11 +112,10 @@ class ScriptedController:
         end = start + duration
         feedback = FollowJointTrajectory.Feedback()
         feedback.joint_names = list(traj.joint_names)
-        feedback.header.stamp = self.node.get_clock().now().to_msg()
-        goal_handle.publish_feedback(feedback)
+        next_feedback = 0.0
         if self.behavior is Behavior.ABORT_AFTER:
             end = start + self.after
-        elif self.behavior is Behavior.NEVER_FINISH:
+        elif self.behavior in (Behavior.NEVER_FINISH, Behavior.SILENT):
             end = float("inf")
         elif self.behavior is Behavior.EXIT_MID_GOAL:
             end = start + self.after
@@ -121,7 +123,12 @@ class ScriptedController:
             if goal_handle.is_cancel_requested and self.behavior is not Behavior.IGNORE_CANCEL:
                 goal_handle.canceled()
                 return Result(error_code=Result.SUCCESSFUL, error_string="canceled")
-            remaining = end - self._now()
+            now = self._now()
+            if now >= next_feedback and self.behavior is not Behavior.SILENT:  # JTC: 20 Hz
+                feedback.header.stamp = self.node.get_clock().now().to_msg()
+                goal_handle.publish_feedback(feedback)
+                next_feedback = now + FEEDBACK_PERIOD_S
+            remaining = end - now
             if remaining <= 0 or self._stop.is_set():
                 break
             # Cancel requests arrive on another executor thread; re-check every 5 ms.

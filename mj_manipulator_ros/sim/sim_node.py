@@ -98,7 +98,7 @@ class SimArmServer:
                 self._reject_armed = False  # once: the stored faults forget it too
                 self.follower.faults = dataclasses.replace(self.follower.faults,
                                                            reject_next_goal=False)
-                self.node.get_logger().warn(f"{self.arm.name}: rejecting goal (injected fault)")
+                self.node.get_logger().warning(f"{self.arm.name}: rejecting goal (injected fault)")
                 return GoalResponse.REJECT
         if self.faults.accept_delay_s > 0:
             time.sleep(self.faults.accept_delay_s)  # the injected fault *is* a blocking delay
@@ -201,8 +201,16 @@ class SimNode:
         context: an initialised rclpy context, or None to own one.
     """
 
-    def __init__(self, config: SimConfig, context=None, node_name: str = "mj_manipulator_sim") -> None:
+    def __init__(self, config: SimConfig, context=None, node_name: str = "mj_manipulator_sim",
+                 serve: list[str] | None = None) -> None:
+        """serve: the arms to serve (action servers, joint states); default every arm. The
+        others are simulated, holding their pose (one process per arm: serve=[arm])."""
         self.config = config
+        unknown = sorted(set(serve or []) - set(config.executor.arm_names))
+        if unknown:
+            from mj_manipulator_ros.core.errors import ConfigError
+            raise ConfigError(f"cannot serve unknown arm(s) {unknown}; arms: "
+                              f"{list(config.executor.arm_names)}")
         self._owned = None
         if context is None:
             self._owned = RosContext()
@@ -212,10 +220,11 @@ class SimNode:
         self.shared = SharedModel(self.scene, clock=None if use_sim else (lambda _t: time.time()))
         self.node = rclpy.create_node(f"{node_name}", context=context)
         self.arms = {a.name: SimArmServer(self.node, a, self.shared, config)
-                     for a in config.executor.arms}
+                     for a in config.executor.arms if serve is None or a.name in serve}
         self._joint_pub = self.node.create_publisher(JointState, "/joint_states", 10)
         self._clock_pub = self.node.create_publisher(Clock, "/clock", 10) if use_sim else None
-        self._joint_names = [j for a in self.scene.arms.values() for j in a.joint_names]
+        self._served = [n for n in self.scene.arms if n in self.arms]
+        self._joint_names = [j for n in self._served for j in self.scene.arms[n].joint_names]
         self.shared.add_observer(config.sim.joint_state_rate_hz, self._publish_joint_states)
         if self._clock_pub is not None:
             self.shared.add_observer(config.sim.control_rate_hz, self._publish_clock)
@@ -227,9 +236,10 @@ class SimNode:
         msg = JointState()
         msg.header.stamp = _stamp(snap.controller_time)
         msg.name = self._joint_names
-        msg.position = [float(x) for a in snap.arms.values() for x in a.positions]
-        msg.velocity = [float(x) for a in snap.arms.values() for x in a.velocities]
-        msg.effort = [float(x) for a in snap.arms.values() for x in a.efforts]
+        arms = [snap.arms[n] for n in self._served]
+        msg.position = [float(x) for a in arms for x in a.positions]
+        msg.velocity = [float(x) for a in arms for x in a.velocities]
+        msg.effort = [float(x) for a in arms for x in a.efforts]
         self._joint_pub.publish(msg)
 
     def _publish_clock(self, snap: Snapshot) -> None:
@@ -267,45 +277,51 @@ class SimNode:
         self.close()
 
 
-def run_sim(config_path: str, argv: list[str] | None = None) -> int:
-    """Run the simulator until SIGINT/SIGTERM."""
+def run_sim(config_path: str | None, argv: list[str] | None = None,
+            serve: list[str] | None = None) -> int:
+    """Run the simulator until SIGINT/SIGTERM. ROS parameters (``--ros-args -p``) override:
+    ``config`` (file), ``use_sim_time``, ``real_time_factor``, ``serve`` (arm names)."""
+    import dataclasses as dc
     import signal
 
     from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.ros.params import parameter_overrides
     from mj_manipulator_ros.sim.sim_config import sim_config
 
-    config = sim_config(load_config(config_path))
     ros = RosContext(args=argv)
-    stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    sim = SimNode(config, context=ros.context).start()
-    sim.node.get_logger().info(
-        f"simulating arms {list(sim.arms)} (timestep {sim.scene.model.opt.timestep} s, control "
-        f"{config.sim.control_rate_hz} Hz, real-time factor {config.sim.real_time_factor}, "
-        f"use_sim_time {config.sim.use_sim_time})")
     try:
-        while not stop.wait(0.5):
-            if sim.shared.error is not None:
-                raise sim.shared.error
+        params = parameter_overrides(ros.context)
+        path = config_path or params.get("config")
+        if not path:
+            print("sim: no configuration: --config FILE or --ros-args -p config:=FILE")
+            return 2
+        config = sim_config(load_config(path))
+        changes = {k: params[k] for k in ("use_sim_time", "real_time_factor") if k in params}
+        if changes:
+            config = dc.replace(config, sim=dc.replace(config.sim, **changes))
+        serve = serve or list(params.get("serve") or []) or None
+        stop = threading.Event()
+        previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+        sim = SimNode(config, context=ros.context, serve=serve).start()
+        sim.node.get_logger().info(
+            f"simulating arms {list(sim.scene.arms)}, serving {list(sim.arms)} (timestep "
+            f"{sim.scene.model.opt.timestep} s, control {config.sim.control_rate_hz} Hz, real-time "
+            f"factor {config.sim.real_time_factor}, use_sim_time {config.sim.use_sim_time})")
+        try:
+            while not stop.wait(0.5):
+                if sim.shared.error is not None:
+                    raise sim.shared.error
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+            sim.close()
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-        sim.close()
         ros.close()
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``ros2 run mj_manipulator_ros sim_node --ros-args -p config:=FILE``."""
+    """``ros2 run mj_manipulator_ros sim_node --ros-args -p config:=FILE [-p use_sim_time:=true]``."""
     import sys
 
-    argv = sys.argv if argv is None else argv
-    ros_args = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
-    config = None
-    for i, a in enumerate(ros_args):
-        if a == "-p" and i + 1 < len(ros_args) and ros_args[i + 1].startswith("config:="):
-            config = ros_args[i + 1].split(":=", 1)[1]
-    if config is None:
-        print("sim_node: set the configuration: --ros-args -p config:=FILE", file=sys.stderr)
-        return 2
-    return run_sim(config, argv)
+    return run_sim(None, sys.argv if argv is None else argv)

@@ -1,0 +1,13 @@
+"""The execution node for the real OpenArm pair (its controllers run under ros2_control).
+
+    ros2 launch mj_manipulator_ros real.launch.py [config:=FILE] [start_lead_s:=0.25]
+        [preflight_check:=true] [use_sim_time:=false]
+
+Every decision is in mj_manipulator_ros.bringup.nodes_for (tested without launch).
+"""
+
+from mj_manipulator_ros.launch_support import generate
+
+
+def generate_launch_description():
+    return generate("real")

@@ -1,0 +1,13 @@
+"""The simulated OpenArm pair (MuJoCo, one controller per arm) and the execution node, on sim time.
+
+    ros2 launch mj_manipulator_ros sim.launch.py [config:=FILE] [start_lead_s:=0.25]
+        [preflight_check:=true] [use_sim_time:=true]
+
+Every decision is in mj_manipulator_ros.bringup.nodes_for (tested without launch).
+"""
+
+from mj_manipulator_ros.launch_support import generate
+
+
+def generate_launch_description():
+    return generate("sim")

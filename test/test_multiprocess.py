@@ -1,0 +1,119 @@
+"""The node graph as separate OS processes started from the console scripts: one simulator
+process per arm (each arm's controller can die alone), the execution node, and this test as the
+client sending a plan through the combined action. Then one arm's controller process is killed
+mid-motion: the peer must be canceled and confirmed, the goal must fail naming that arm, and
+every process must exit within a bound."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rclpy
+import yaml
+from action_msgs.msg import GoalStatus
+from control_msgs.action import FollowJointTrajectory
+from rclpy.action import ActionClient
+from rclpy.executors import SingleThreadedExecutor
+
+from mj_manipulator_ros.core.config import load_config
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.demo import COMBINED_ACTION, combined_trajectory
+from mj_manipulator_ros.resources import config_file
+
+CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
+
+
+def multiprocess_config(tmp_path: Path) -> Path:
+    data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
+    data["execution"].update(timeout_scaling=1.0, timeout_margin_s=1.5, cancel_wait_s=1.0)
+    data["sim"].update(use_sim_time=False, real_time_factor=1.0)
+    path = tmp_path / "multiprocess.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def small_plan(config_path: Path, duration: float) -> MultiArmPlan:
+    """Out and back by 0.15 rad on every joint, from the configured initial pose."""
+    cfg = load_config(config_path)
+    initial = cfg.extra["scene"]["initial_positions"]
+    arms = {}
+    for arm in cfg.arms:
+        q0 = np.array([initial.get(j, 0.0) for j in arm.joint_names])
+        sign = np.where(q0 > 0, -1.0, 1.0)
+        t = np.linspace(0, duration, 21)
+        s = np.sin(np.pi * t / duration)[:, None] ** 2
+        arms[arm.name] = ArmTrajectory(arm.joint_names, t, q0 + 0.15 * s * sign)
+    return MultiArmPlan(arms)
+
+
+@pytest.fixture
+def graph(tmp_path, processes):
+    cfg = multiprocess_config(tmp_path)
+    sims = {arm: processes([*CLI, "sim", "--config", str(cfg), "--serve", arm])
+            for arm in ("left", "right")}
+    execution = processes([*CLI, "execution-node", "--config", str(cfg)])
+    for p in (*sims.values(), execution):
+        assert p.poll() is None
+    context = rclpy.context.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("multiprocess_client", context=context)
+    client = ActionClient(node, FollowJointTrajectory, COMBINED_ACTION)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    assert client.wait_for_server(timeout_sec=60.0), "execution node not up"
+    yield cfg, sims, execution, client, executor, processes.wait_for_line
+    client.destroy()
+    executor.shutdown()
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+def run_goal(client, executor, plan, on_started=None, timeout=60.0):
+    send = client.send_goal_async(FollowJointTrajectory.Goal(trajectory=combined_trajectory(plan)))
+    executor.spin_until_future_complete(send, timeout_sec=30.0)
+    handle = send.result()
+    assert handle is not None and handle.accepted
+    if on_started is not None:
+        on_started()
+    result = handle.get_result_async()
+    executor.spin_until_future_complete(result, timeout_sec=timeout)
+    assert result.done(), "no result from the execution node"
+    return result.result()
+
+
+def stop_all(procs, bound: float = 15.0) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + bound
+    for p in procs:
+        p.wait(timeout=max(0.1, deadline - time.monotonic()))  # raises if a process hangs
+
+
+@pytest.mark.slow
+def test_plan_through_separate_processes_then_a_controller_dies(graph) -> None:
+    cfg, sims, execution, client, executor, wait_for_line = graph
+    plan = small_plan(cfg, duration=2.0)
+
+    outcome = run_goal(client, executor, plan)
+    assert outcome.status == GoalStatus.STATUS_SUCCEEDED, outcome.result.error_string
+    wait_for_line(execution, "combined goal: execution succeeded", 10)
+
+    def kill_right():
+        time.sleep(0.8)  # the goal is accepted and the arms are moving
+        sims["right"].send_signal(signal.SIGKILL)
+    outcome = run_goal(client, executor, plan, on_started=kill_right)
+    assert outcome.status == GoalStatus.STATUS_ABORTED
+    text = outcome.result.error_string
+    assert text.startswith("arm 'right'"), text
+    assert "STOP NOT CONFIRMED for ['right']" in text  # a dead controller cannot confirm
+    log = wait_for_line(execution, "left: canceled", 10)
+    assert "STOP NOT CONFIRMED" not in log  # the live peer was canceled and confirmed
+    assert sims["right"].wait(timeout=5) == -signal.SIGKILL
+    stop_all([sims["left"], execution])
+    assert sims["left"].returncode == 0 and execution.returncode == 0
