@@ -131,6 +131,19 @@ def _check_plan(args: argparse.Namespace) -> int:
     return EXIT_OK if report.collision_free else EXIT_FAILED
 
 
+def _hil(args: argparse.Namespace) -> int:
+    from mj_manipulator_ros.hil.runner import run_hil, write_checklist
+
+    if args.write_checklist:
+        print(f"wrote {write_checklist()}")
+        return EXIT_OK
+    if not args.config:
+        print("mj-manipulator-ros hil: --config is required", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return run_hil(args.config, sim=args.sim, stage=args.stage, through=args.through, yes=args.yes,
+                   force=args.force, reason=args.reason, results=args.results)
+
+
 def _execution_node(args: argparse.Namespace) -> int:
     from mj_manipulator_ros.ros.execution_node import run_node
 
@@ -187,6 +200,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", help="write a PNG of the worst state")
     p.add_argument("--plot", help="write a PNG of clearance against time")
     p.set_defaults(func=_check_plan)
+
+    p = sub.add_parser("hil", help="hardware-in-the-loop bring-up: staged, gated, recorded")
+    p.add_argument("--config", help="the setup's configuration")
+    p.add_argument("--sim", action="store_true", help="rehearse against the simulator")
+    p.add_argument("--stage", type=int, help="run this stage only (gated)")
+    p.add_argument("--through", type=int, help="run stages 0..N in order")
+    p.add_argument("--yes", action="store_true", help="skip confirmations (only with --sim)")
+    p.add_argument("--force", action="store_true", help="run a gated stage (needs --reason)")
+    p.add_argument("--reason", help="why the gate is forced (recorded)")
+    p.add_argument("--results", default="hil/results", help="records folder (default hil/results)")
+    p.add_argument("--write-checklist", action="store_true",
+                   help="regenerate hil/CHECKLIST.md from hil/stages.yaml and exit")
+    p.set_defaults(func=_hil)
 
     p = sub.add_parser("execution-node", help="serve the combined FollowJointTrajectory action")
     p.add_argument("--config", required=True, help="executor configuration (YAML)")

@@ -80,6 +80,9 @@ class MultiArmExecutor:
         self._scope_lock = threading.Lock()
         self._scope: CancelScope | None = None
         self.on_feedback: FeedbackHook | None = None
+        #: the start stamp of the running execution (None between executions), for tools that
+        #: act at a point of the motion (e.g. the HIL stop-latency stage)
+        self.current_stamp: StartStamp | None = None
 
     def _default_factory(self, context) -> NodeFactory:
         use_sim = self.config.execution.use_sim_time
@@ -155,6 +158,7 @@ class MultiArmExecutor:
         finally:
             with self._scope_lock:
                 self._scope = None
+            self.current_stamp = None
         reports = {a: r.report() for a, r in runs.items()}
         stuck = [t.name for t in threads if t.is_alive()]
         for arm, t in zip(runs, threads):
@@ -180,6 +184,7 @@ class MultiArmExecutor:
                                "use_sim_time is set but no /clock message has arrived"))
             return None
         stamp = StartStamp.after(now_ns, s.start_lead_s)
+        self.current_stamp = stamp
         gate.open(stamp)
         return stamp
 

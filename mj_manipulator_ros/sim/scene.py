@@ -96,8 +96,18 @@ class Scene:
     def from_config(cls, config: SimConfig, base_dir: Path | None = None) -> "Scene":
         if base_dir is None and config.executor.source:
             base_dir = Path(config.executor.source).resolve().parent
-        model = compile_scene(config.scene, base_dir)
+        spec = compose_spec(config.scene, base_dir)
+        with _quiet_attach():
+            model = spec.compile()
         arms = {a.name: bind_arm(model, a) for a in config.executor.arms}
+        if config.sim.gravity_compensation:
+            # gravity compensation is sized at compile time: mark the arms' bodies, recompile
+            for arm in arms.values():
+                for b in arm.body_ids:
+                    spec.body(model.body(b).name).gravcomp = 1.0
+            with _quiet_attach():
+                model = spec.compile()
+            arms = {a.name: bind_arm(model, a) for a in config.executor.arms}
         qpos = model.qpos0.copy()
         for joint, value in config.scene.initial_positions.items():
             jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint)

@@ -60,6 +60,8 @@ class ArmFaults:
     accept_delay_s: float = field(default=0.0, metadata={"doc": "delay before accepting", "min": 0.0})
     command_latency_s: float = field(default=0.0, metadata={
         "doc": "position commands reach the servos this late (a delay line)", "min": 0.0})
+    ignore_cancel: bool = field(default=False, metadata={
+        "doc": "refuse cancels and keep moving (a controller that does not stop)"})
     exit_after_s: Optional[float] = field(default=None, metadata={
         "doc": "this arm's controller stops responding this long after a goal starts", "min": 0.0})
 
@@ -84,6 +86,9 @@ class SimSettings:
     real_time_factor: float = field(default=1.0, metadata={
         "doc": "1 = real time, 2 = twice as fast, 0 = as fast as possible", "min": 0.0})
     use_sim_time: bool = field(default=False, metadata={"doc": "publish /clock; stamps on sim time"})
+    gravity_compensation: bool = field(default=True, metadata={
+        "doc": "cancel gravity on every arm body (MuJoCo body_gravcomp), as a real arm's "
+               "controller does with gravity feed-forward; off, the P servos sag"})
     allow_partial_joints_goal: bool = False
     allow_nonzero_velocity_at_trajectory_end: bool = False
     tolerances: ToleranceDefaults = ToleranceDefaults()

@@ -17,6 +17,7 @@ Per arm, an action server at the arm's configured action (default
   ``stall``              goals are accepted and never finish (the arm holds); cancel works
   ``accept_delay_s``     the goal callback waits this long before accepting
   ``command_latency_s``  position commands reach the servos this late (a delay line)
+  ``ignore_cancel``      cancels are refused and the arm keeps moving
   ``exit_after_s``       the simulator process exits (os._exit) this long after a goal starts
   =====================  ==================================================================
 """
@@ -116,11 +117,14 @@ class SimArmServer:
                           s.allow_nonzero_velocity_at_trajectory_end, hold)
 
     def _on_cancel(self, goal_handle) -> CancelResponse:
+        if self.faults.ignore_cancel:
+            self.node.get_logger().warning(f"{self.arm.name}: refusing cancel (injected fault)")
+            return CancelResponse.REJECT
         with self._lock:
             ticket = self._by_goal.get(bytes(goal_handle.goal_id.uuid))
         if ticket is not None:
             self.follower.cancel(ticket)
-        return CancelResponse.ACCEPT  # always, as joint_trajectory_controller
+        return CancelResponse.ACCEPT  # always (unless faulted), as joint_trajectory_controller
 
     def _execute(self, goal_handle) -> Result:
         reason, goal = self._check(goal_handle.request)

@@ -1,0 +1,146 @@
+"""Measurements on recorded joint states (ROS-free; numpy only).
+
+:class:`JointSamples` holds /joint_states messages: header stamps (s, the controllers' clock),
+receive times (s, this machine's ROS clock), and per-joint positions and velocities. Every
+function takes the columns of one arm (shape (M, J)) or a sample set and returns seconds,
+radians or hertz.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.plan import ArmTrajectory
+
+
+@dataclass(frozen=True)
+class JointSamples:
+    stamps: np.ndarray       # (M,) header stamps, s
+    received: np.ndarray     # (M,) receive times, s
+    names: tuple[str, ...]   # (n,)
+    positions: np.ndarray    # (M, n), NaN where a message did not carry the joint
+    velocities: np.ndarray   # (M, n)
+
+    def arm(self, joints: Sequence[str]) -> "JointSamples":
+        """Only the messages that carry every one of ``joints``, only those columns, in order."""
+        missing = [j for j in joints if j not in self.names]
+        if missing:
+            return JointSamples(np.zeros(0), np.zeros(0), tuple(joints),
+                                np.zeros((0, len(joints))), np.zeros((0, len(joints))))
+        cols = [self.names.index(j) for j in joints]
+        rows = ~np.isnan(self.positions[:, cols]).any(axis=1)
+        return JointSamples(self.stamps[rows], self.received[rows], tuple(joints),
+                            self.positions[rows][:, cols], self.velocities[rows][:, cols])
+
+    def window(self, start: float, end: float) -> "JointSamples":
+        rows = (self.stamps >= start) & (self.stamps <= end)
+        return JointSamples(self.stamps[rows], self.received[rows], self.names,
+                            self.positions[rows], self.velocities[rows])
+
+    def __len__(self) -> int:
+        return int(self.stamps.size)
+
+
+def rate_hz(samples: JointSamples) -> float:
+    """Messages per second over the span of their stamps (0 with fewer than two)."""
+    if len(samples) < 2:
+        return 0.0
+    span = float(samples.stamps[-1] - samples.stamps[0])
+    return (len(samples) - 1) / span if span > 0 else 0.0
+
+
+def clock_offset(samples: JointSamples) -> float:
+    """median(receive time - header stamp), s: clock offset plus transport latency."""
+    if len(samples) == 0:
+        return float("nan")
+    return float(np.median(samples.received - samples.stamps))
+
+
+def limit_excess(positions: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> float:
+    """Largest distance (rad or m) of any position outside [lower, upper]; 0 inside."""
+    if positions.size == 0:
+        return float("nan")
+    return float(np.max(np.maximum(lower - positions, positions - upper).clip(min=0.0)))
+
+
+def onset(samples: JointSamples, after: float, threshold: float) -> Optional[float]:
+    """When any joint first gets more than ``threshold`` from its position at ``after`` (the
+    last sample at or before it), s; linearly interpolated between the two samples around the
+    crossing, so the result is not quantized to the sampling period. None if it never does."""
+    if len(samples) == 0:
+        return None
+    k0 = max(int(np.searchsorted(samples.stamps, after, side="right")) - 1, 0)
+    ref = samples.positions[k0]
+    dev = np.max(np.abs(samples.positions[k0:] - ref), axis=1)
+    hits = np.flatnonzero(dev > threshold)
+    if hits.size == 0:
+        return None
+    k = int(hits[0])
+    t = samples.stamps[k0:]
+    if k == 0:
+        return float(t[0])
+    frac = (threshold - dev[k - 1]) / (dev[k] - dev[k - 1])
+    return float(t[k - 1] + frac * (t[k] - t[k - 1]))
+
+
+def planned_onset(traj: ArmTrajectory, threshold: float, step: float = 0.001) -> Optional[float]:
+    """First plan time (s from its start) at which any joint is more than ``threshold`` from the
+    first waypoint."""
+    t = np.arange(0.0, traj.duration + step, step)
+    q = sample(traj, t)[0]
+    hits = np.flatnonzero(np.max(np.abs(q - traj.positions[0]), axis=1) > threshold)
+    return None if hits.size == 0 else float(t[hits[0]])
+
+
+def start_skew(latenesses: Sequence[float]) -> float:
+    """Spread (max - min) of the arms' onset lateness relative to the plan, s."""
+    return float(max(latenesses) - min(latenesses)) if latenesses else 0.0
+
+
+def stop_time(samples: JointSamples, after: float, speed_threshold: float) -> float:
+    """Seconds from ``after`` until every joint is and stays slower than ``speed_threshold``
+    (inf if the recording ends with the arm still moving)."""
+    s = samples.window(after, np.inf)
+    if len(s) == 0:
+        return float("inf")
+    moving = np.max(np.abs(s.velocities), axis=1) >= speed_threshold
+    if moving[-1]:
+        return float("inf")
+    still_moving = np.flatnonzero(moving)
+    if still_moving.size == 0:
+        return max(0.0, float(s.stamps[0] - after))
+    return float(s.stamps[still_moving[-1] + 1] - after)
+
+
+def moving_mask(velocities: np.ndarray, threshold: float) -> np.ndarray:
+    return np.max(np.abs(velocities), axis=1) >= threshold if velocities.size else np.zeros(0, bool)
+
+
+def overlap_s(stamps: np.ndarray, mask_a: np.ndarray, mask_b: np.ndarray) -> float:
+    """Total time (s) during which both masks are true (sample-and-hold between stamps)."""
+    if stamps.size < 2:
+        return 0.0
+    both = (mask_a & mask_b)[:-1]
+    return float(np.sum(np.diff(stamps)[both]))
+
+
+def planned_overlap_s(trajs: Sequence[ArmTrajectory], threshold: float, step: float = 0.005) -> float:
+    """Time the plan has every given arm moving at once, s."""
+    duration = max(t.duration for t in trajs)
+    t = np.arange(0.0, duration + step, step)
+    masks = [moving_mask(sample(tr, t)[1], threshold) for tr in trajs]
+    both = np.logical_and.reduce(masks)
+    return float(np.sum(both[:-1]) * step)
+
+
+def tracking_error(samples: JointSamples, traj: ArmTrajectory, start: float) -> float:
+    """Largest |measured - planned| over the plan's span (plan time = stamp - start), rad."""
+    s = samples.window(start, start + traj.duration)
+    if len(s) == 0:
+        return float("nan")
+    planned = sample(traj, s.stamps - start)[0]
+    return float(np.max(np.abs(s.positions - planned)))

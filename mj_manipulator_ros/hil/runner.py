@@ -1,0 +1,160 @@
+"""``mj-manipulator-ros hil``: run bring-up stages with gating, confirmation and records.
+
+Exit codes: 0 every stage run passed; 1 a stage failed; 2 refused (bad arguments, gate closed,
+confirmation refused or impossible); 130 interrupted (Ctrl-C; every arm canceled).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+from mj_manipulator_ros.core.config import load_config
+from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.hil import stage_runners
+from mj_manipulator_ros.hil.records import GateState, RunRecord, fingerprint
+from mj_manipulator_ros.hil.stages import load_protocol, render_checklist, stages_file
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
+            through: Optional[int] = None, yes: bool = False, force: bool = False,
+            reason: Optional[str] = None, results: str = "hil/results",
+            ask: Callable[[str], str] = input, is_tty: Optional[bool] = None,
+            say: Callable[[str], None] = print) -> int:
+    protocol = load_protocol()
+    numbers = [s.number for s in protocol.stages]
+    if yes and not sim:
+        say("hil: --yes is accepted only with --sim (on hardware every motion stage needs a "
+            "typed confirmation with the e-stop in reach)")
+        return EXIT_REFUSED
+    if force and not reason:
+        say("hil: --force needs --reason TEXT (it is recorded with the results)")
+        return EXIT_REFUSED
+    if stage is not None and through is not None:
+        say("hil: give --stage N or --through N, not both")
+        return EXIT_REFUSED
+    for n in (stage, through):
+        if n is not None and n not in numbers:
+            say(f"hil: no stage {n}; stages are {numbers}")
+            return EXIT_REFUSED
+    try:
+        config = load_config(config_path)
+    except MjManipulatorError as exc:
+        say(f"hil: {exc}")
+        return EXIT_REFUSED
+    target = "sim" if sim else "hardware"
+    fp = fingerprint(config, target)
+    root = Path(results)
+    gate = GateState(root)
+    last = gate.last_passed(fp)
+    if stage is not None:
+        todo = [stage]
+    elif through is not None:
+        todo = list(range(0, through + 1))
+    else:
+        todo = [min(last + 1, numbers[-1])]
+    first = todo[0]
+    if first > last + 1 and not force:
+        say(f"hil: stage {first} is gated: stages up to {first - 1} must pass first for this setup "
+            f"(fingerprint {fp}, last passed: {last if last >= 0 else 'none'}). Run them, or "
+            "--force --reason TEXT.")
+        return EXIT_REFUSED
+    is_tty = sys.stdin.isatty() if is_tty is None else is_tty
+    record = RunRecord(root, {"config": str(Path(config_path).resolve()), "target": target,
+                              "fingerprint": fp, "stages": todo})
+    if force and first > last + 1:
+        record.event("forced", stage=first, reason=reason, last_passed=last)
+    say(f"hil: {target}, setup {fp}, stages {todo}; records in {record.dir}")
+    session = None
+    ran: list[tuple[int, str, str]] = []
+    code = EXIT_OK
+    previous = signal.getsignal(signal.SIGINT)
+    interrupted = [False]
+
+    def on_sigint(_signum, _frame):
+        interrupted[0] = True
+        if session is not None:
+            session.interrupt()
+        else:
+            raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        for number in todo:
+            st = protocol.stage(number)
+            if st.moves and not confirm(st, protocol, sim, yes, is_tty, ask, say):
+                record.event("refused", stage=number, reason="no confirmation")
+                ran.append((number, st.name, "not run: no confirmation"))
+                code = EXIT_REFUSED
+                break
+            say(f"--- stage {number}: {st.name}")
+            if number == 0:
+                results_ = stage_runners.stage_0(config, st, protocol)
+            else:
+                if session is None:
+                    from mj_manipulator_ros.hil.session import HilSession
+                    session = HilSession(config, sim=sim,
+                                         real_time_factor=protocol.settings["sim_real_time_factor"])
+                    if not session.wait_for_joint_states(timeout=config.execution.server_wait_s):
+                        say("hil: no /joint_states for every arm; is the robot (or --sim) up?")
+                results_ = stage_runners.RUNNERS[number](session, st, protocol)
+            for r in results_:
+                record.check(r)
+                mark = "pass" if r.passed else "FAIL"
+                value = "" if r.threshold is None else f" {r.measured:.4g} (threshold {r.threshold:g} {r.unit})"
+                say(f"  [{mark}] {r.name} {r.subject}{value}{'  ' + r.detail if not r.passed and r.detail else ''}")
+            passed = bool(results_) and all(r.passed for r in results_)
+            ran.append((number, st.name, "passed" if passed else "FAILED"))
+            if passed:
+                gate.record_pass(fp, number, record.dir, forced=force)
+            else:
+                say(f"stage {number} FAILED. {st.on_failure}")
+                code = EXIT_FAILED
+                break
+    except Exception as exc:  # noqa: BLE001 - Interrupted, or a fault to record before leaving
+        from mj_manipulator_ros.hil.session import Interrupted
+        if isinstance(exc, Interrupted) or interrupted[0]:
+            record.event("interrupted", detail="Ctrl-C: every arm canceled")
+            say("hil: interrupted; every arm was canceled")
+            code = EXIT_INTERRUPTED
+        else:
+            record.event("error", detail=f"{type(exc).__name__}: {exc}")
+            say(f"hil: error: {type(exc).__name__}: {exc}")
+            code = EXIT_FAILED
+    except KeyboardInterrupt:
+        record.event("interrupted", detail="Ctrl-C before any motion")
+        code = EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        timeline = None
+        if session is not None:
+            timeline = session.last_synchronized_run or session.last_run
+            session.close()
+        record.close(ran, timeline, {a.name: a.joint_names for a in config.arms})
+    say(f"hil: {'all stages passed' if code == EXIT_OK else 'stopped'}; summary: {record.dir / 'summary.md'}")
+    return code
+
+
+def confirm(stage, protocol, sim: bool, yes: bool, is_tty: bool, ask, say) -> bool:
+    if sim and yes:
+        return True
+    if not is_tty and not sim:
+        say(f"hil: stage {stage.number} moves the robot and needs a typed confirmation, but there "
+            "is no interactive terminal: refusing")
+        return False
+    word = protocol.settings["confirm_word"]
+    say(f"Stage {stage.number} ({stage.name}) moves the robot. {stage.operator}")
+    try:
+        answer = ask(f"E-stop in reach? Type '{word}' to start stage {stage.number}: ")
+    except EOFError:
+        return False
+    return answer.strip() == word
+
+
+def write_checklist(path: Optional[Path] = None) -> Path:
+    path = path or stages_file().parent / "CHECKLIST.md"
+    path.write_text(render_checklist(load_protocol()))
+    return path

@@ -1,0 +1,211 @@
+"""A bring-up session: the executor, a /joint_states buffer, and (with --sim) the simulator.
+
+With ``sim=True`` the simulated arms run in this process on sim time, faster than real time
+(``settings.sim_real_time_factor``), so every stage runs exactly as on hardware but quicker; the
+executor and every measurement use the same /clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from typing import Optional
+
+import numpy as np
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+
+from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
+from mj_manipulator_ros.core.errors import ExecutionRefusedError
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.report import ExecutionReport
+from mj_manipulator_ros.hil.analysis import JointSamples
+from mj_manipulator_ros.ros.context import RosContext
+from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a stage: every arm was canceled."""
+
+
+class JointStateBuffer:
+    """Keeps every /joint_states message (stamp, receive time on the node's clock, values)."""
+
+    def __init__(self, node) -> None:
+        self._node = node
+        self._lock = threading.Lock()
+        self._rows: list[tuple[float, float, tuple, list, list]] = []
+        self._sub = node.create_subscription(JointState, "/joint_states", self._on_msg, 200)
+
+    def _on_msg(self, msg: JointState) -> None:
+        received = self._node.get_clock().now().nanoseconds * 1e-9
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        with self._lock:
+            self._rows.append((stamp, received, tuple(msg.name), list(msg.position),
+                               list(msg.velocity) or [0.0] * len(msg.name)))
+
+    def samples(self, since: float = -np.inf) -> JointSamples:
+        with self._lock:
+            rows = [r for r in self._rows if r[0] >= since]
+        names: list[str] = []
+        for r in rows:
+            names.extend(n for n in r[2] if n not in names)
+        index = {n: k for k, n in enumerate(names)}
+        pos = np.full((len(rows), len(names)), np.nan)
+        vel = np.full((len(rows), len(names)), np.nan)
+        for i, (_, _, n, p, v) in enumerate(rows):
+            cols = [index[x] for x in n]
+            pos[i, cols] = p
+            vel[i, cols] = v
+        order = np.argsort([r[0] for r in rows], kind="stable")
+        return JointSamples(np.array([r[0] for r in rows])[order], np.array([r[1] for r in rows])[order],
+                            tuple(names), pos[order], vel[order])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+
+
+class HilSession:
+    """Args:
+        config: the setup under test.
+        sim: run the simulated arms in this process (sim time, faster than real time).
+        real_time_factor: the simulator's speed with ``sim``.
+    """
+
+    def __init__(self, config: ExecutorConfig, sim: bool = False, real_time_factor: float = 4.0) -> None:
+        self.ros = RosContext()
+        self.sim_node = None
+        if sim:
+            from mj_manipulator_ros.sim.sim_config import sim_config
+            from mj_manipulator_ros.sim.sim_node import SimNode
+
+            sc = sim_config(config)
+            sc = dataclasses.replace(sc, sim=dataclasses.replace(
+                sc.sim, use_sim_time=True, real_time_factor=real_time_factor))
+            self.sim_node = SimNode(sc, context=self.ros.context).start()
+            config = config.with_execution(use_sim_time=True)
+        self.config = config
+        self.executor = MultiArmExecutor(config, context=self.ros.context)
+        self.node = rclpy.create_node(
+            f"mjmr_hil_{uuid.uuid4().hex[:6]}", context=self.ros.context,
+            parameter_overrides=[Parameter("use_sim_time", Parameter.Type.BOOL, sim)])
+        self.joint_states = JointStateBuffer(self.node)
+        ex = SingleThreadedExecutor(context=self.ros.context)
+        ex.add_node(self.node)
+        self._spinner = BackgroundSpinner(ex, "mjmr-hil-listener").start()
+        self._checker = None
+        self.interrupted = threading.Event()
+        #: (plan, report, samples) of the latest execution, for the records
+        self.last_run: Optional[tuple] = None
+        self.last_synchronized_run: Optional[tuple] = None  # the latest successful one
+
+    @property
+    def checker(self):
+        """The replay checker on the config's scene (built on first use)."""
+        if self._checker is None:
+            from mj_manipulator_ros.preflight import scene_checker
+            self._checker = scene_checker(self.config)
+        return self._checker
+
+    def interrupt(self) -> None:
+        """Ctrl-C: cancel every arm now (any thread); the running stage ends with Interrupted."""
+        self.interrupted.set()
+        self.executor.abort("interrupted (Ctrl-C)")
+
+    # ---- time ---------------------------------------------------------------------------------
+    def now(self) -> float:
+        """The controllers' clock, s."""
+        return self.executor.now()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` on the controllers' clock (bounded by 10x that in wall time)."""
+        end = self.now() + seconds
+        deadline = time.monotonic() + max(10 * seconds, 1.0)
+        while self.now() < end and time.monotonic() < deadline:
+            if self.interrupted.wait(0.002):
+                raise Interrupted()
+
+    def wait_for_joint_states(self, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.joint_states.samples()
+            if all(len(s.arm(a.joint_names)) for a in self.config.arms):
+                return True
+            time.sleep(0.02)
+        return False
+
+    # ---- poses and motions --------------------------------------------------------------------
+    def pose(self, arm: str) -> np.ndarray:
+        """The latest measured positions of an arm's joints (J,)."""
+        s = self.joint_states.samples().arm(self.config.arm(arm).joint_names)
+        if len(s) == 0:
+            raise ExecutionRefusedError(f"no /joint_states for arm {arm!r} yet")
+        return s.positions[-1].copy()
+
+    def limits(self, arm: str) -> tuple[np.ndarray, np.ndarray]:
+        cfg = self.config.arm(arm)
+        lo = np.array([limit_or_inf(cfg.joint_limits.get(j), "lower") for j in cfg.joint_names])
+        hi = np.array([limit_or_inf(cfg.joint_limits.get(j), "upper") for j in cfg.joint_names])
+        return lo, hi
+
+    def max_speed(self, arm: str) -> np.ndarray:
+        cfg = self.config.arm(arm)
+        v = [limit_or_inf(cfg.joint_limits.get(j), "velocity") if cfg.joint_limits.get(j) else np.inf
+             for j in cfg.joint_names]
+        return np.where(np.isfinite(v), v, 1.0)
+
+    def move_plan(self, targets: dict[str, np.ndarray], speed_fraction: float = 0.25,
+                  min_duration: float = 1.0) -> MultiArmPlan:
+        """A rest-to-rest quintic move of each arm from its measured pose to ``targets``,
+        slow enough (peak speed <= speed_fraction x the velocity limits), on one time grid."""
+        starts = {a: self.pose(a) for a in targets}
+        duration = min_duration
+        for a, q1 in targets.items():
+            # quintic peak speed = 1.875 * distance / duration
+            need = np.max(1.875 * np.abs(q1 - starts[a]) / (speed_fraction * self.max_speed(a)))
+            duration = max(duration, float(need))
+        t = np.linspace(0.0, duration, max(11, int(duration / 0.02) + 1))
+        s = t / duration
+        h = 10 * s**3 - 15 * s**4 + 6 * s**5
+        dh = (30 * s**2 - 60 * s**3 + 30 * s**4) / duration
+        arms = {}
+        for a, q1 in targets.items():
+            dq = q1 - starts[a]
+            arms[a] = ArmTrajectory(self.config.arm(a).joint_names, t, starts[a] + np.outer(h, dq),
+                                    np.outer(dh, dq))
+        return MultiArmPlan(arms)
+
+    def run(self, plan: MultiArmPlan, settle: float = 0.3) -> tuple[ExecutionReport, JointSamples]:
+        """Execute, then keep listening ``settle`` s; return the report and the joint states
+        from shortly before the start stamp on."""
+        if self.interrupted.is_set():
+            raise Interrupted()
+        t0 = self.now()
+        report = self.executor.execute(plan)
+        self.sleep(settle)
+        samples = self.joint_states.samples(since=t0 - 0.5)
+        self.last_run = (plan, report, samples)
+        if len(plan.arm_names) > 1 and report.succeeded:
+            self.last_synchronized_run = self.last_run
+        if self.interrupted.is_set():
+            raise Interrupted()
+        return report, samples
+
+    def set_fault(self, arm: str, **changes) -> None:
+        if self.sim_node is None:
+            raise ExecutionRefusedError("faults can only be injected into the simulator (--sim)")
+        self.sim_node.set_faults(arm, **changes)
+
+    def close(self) -> None:
+        self._spinner.stop()
+        self.node.destroy_node()
+        self.executor.close()
+        if self.sim_node is not None:
+            self.sim_node.close()
+        self.ros.close()

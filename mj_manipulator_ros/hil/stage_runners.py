@@ -1,0 +1,406 @@
+"""What each bring-up stage does and measures. Thresholds come from hil/stages.yaml only.
+
+Each runner returns :class:`CheckResult`s; the stage passes when every one passes.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
+from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.plan_io import load_plan
+from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport
+from mj_manipulator_ros.core.validation import validate_plan
+from mj_manipulator_ros.hil import analysis as A
+from mj_manipulator_ros.hil.stages import Protocol, Stage
+from mj_manipulator_ros.resources import share_dir
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    stage: int
+    name: str
+    subject: str            # arm, plan, "plan/arm", or "" for the whole setup
+    measured: float
+    threshold: Optional[float]
+    unit: str
+    passed: bool
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {"stage": self.stage, "name": self.name, "subject": self.subject,
+                "measured": None if self.measured is None or not np.isfinite(self.measured)
+                else float(self.measured), "threshold": self.threshold, "unit": self.unit,
+                "pass": self.passed, "detail": self.detail}
+
+
+def check(stage: Stage, name: str, subject: str, measured: float, detail: str = "",
+          passed: Optional[bool] = None) -> CheckResult:
+    spec = stage.check(name)
+    ok = spec.passes(measured) if passed is None else passed
+    if measured is not None and isinstance(measured, float) and np.isnan(measured):
+        ok = False
+    return CheckResult(stage.number, name, subject, measured, spec.threshold, spec.unit, bool(ok),
+                       detail)
+
+
+def shipped_plans(config: ExecutorConfig) -> dict[str, MultiArmPlan]:
+    """The plans the setup is brought up for: ``hil.plans`` in the config (paths relative to the
+    config file), else every plan in config/plans/ whose arms are all configured."""
+    hil = config.extra.get("hil") or {}
+    base = Path(config.source).resolve().parent if config.source else Path.cwd()
+    if "plans" in hil:
+        paths = [Path(p) if Path(p).is_absolute() else base / p for p in hil["plans"]]
+    else:
+        paths = sorted((share_dir() / "config" / "plans").glob("*.yaml"))
+    plans = {}
+    for p in paths:
+        plan = load_plan(p)
+        if "plans" in hil or set(plan.arm_names) <= set(config.arm_names):
+            plans[p.stem] = plan
+    return plans
+
+
+# ---- stage 0 ---------------------------------------------------------------------------------
+def stage_0(config: ExecutorConfig, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    from mj_manipulator_ros.core.replay_checker import PlanReplayChecker
+    from mj_manipulator_ros.sim.scene import Scene
+    from mj_manipulator_ros.sim.sim_config import sim_config
+
+    out = []
+    try:
+        scene = Scene.from_config(sim_config(config))
+    except MjManipulatorError as exc:
+        return [check(stage, "config_matches_model", "", 0.0, str(exc), passed=False)]
+    out.append(check(stage, "config_matches_model", "", 1.0, "every joint bound", passed=True))
+    for arm in config.arms:
+        b = scene.arms[arm.name]
+        excess, where = 0.0, ""
+        for k, j in enumerate(arm.joint_names):
+            lim = arm.joint_limits.get(j)
+            lo, hi = limit_or_inf(lim, "lower"), limit_or_inf(lim, "upper")
+            e = max(b.lower[k] - lo, hi - b.upper[k], 0.0)
+            if e > excess:
+                excess, where = e, f"{j}: configured [{lo:g}, {hi:g}] vs model [{b.lower[k]:g}, {b.upper[k]:g}]"
+        out.append(check(stage, "limits_within_model", arm.name, excess, where))
+    plans = shipped_plans(config)
+    checker = PlanReplayChecker.from_scene(scene) if plans else None
+    for name, plan in plans.items():
+        try:
+            validate_plan(plan, config)
+        except MjManipulatorError as exc:
+            out.append(check(stage, "plans_valid", name, 0.0, str(exc), passed=False))
+            continue
+        out.append(check(stage, "plans_valid", name, 1.0, passed=True))
+        report = checker.check(plan, mode="synchronized")
+        bad = report.colliding_states + report.between_state_collisions + report.uncertified_intervals
+        out.append(check(stage, "plans_collision_free", name, float(bad),
+                         report.summary().splitlines()[0]))
+    return out
+
+
+# ---- stage 1 ---------------------------------------------------------------------------------
+def stage_1(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    out = []
+    wait = session.config.execution.server_wait_s
+    for arm, channel in session.executor.channels.items():
+        ok = channel.client.wait_for_server(timeout_sec=wait)
+        out.append(check(stage, "action_server", arm, float(ok),
+                         f"{channel.arm.action_name} {'answers' if ok else f'not available within {wait} s'}",
+                         passed=ok))
+    session.sleep(stage.params["listen_s"])
+    samples = session.joint_states.samples()
+    for arm in session.config.arms:
+        s = samples.arm(arm.joint_names)
+        lo, hi = session.limits(arm.name)
+        out.append(check(stage, "joint_states_rate", arm.name, A.rate_hz(s),
+                         f"{len(s)} messages carrying all of {list(arm.joint_names)}"))
+        out.append(check(stage, "positions_in_limits", arm.name,
+                         A.limit_excess(s.positions[-1:], lo, hi) if len(s) else float("nan")))
+        out.append(check(stage, "clock_offset", arm.name, abs(A.clock_offset(s))))
+    return out
+
+
+# ---- helpers for motion stages ------------------------------------------------------------------
+def out_and_back(session, arm: str, amplitude: float, duration: float) -> MultiArmPlan:
+    """Every joint out by ``amplitude`` (toward the middle of its range) and back, quintic."""
+    q0 = session.pose(arm)
+    lo, hi = session.limits(arm)
+    mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, q0 + 1.0)
+    direction = np.where(mid >= q0, 1.0, -1.0)
+    t = np.linspace(0.0, duration, 41)
+    s = np.sin(np.pi * t / duration) ** 2           # 0 -> 1 -> 0, zero speed at the ends
+    ds = (np.pi / duration) * np.sin(2 * np.pi * t / duration)
+    ds[-1] = 0.0
+    q = q0 + np.outer(s, direction * amplitude)
+    v = np.outer(ds, direction * amplitude)
+    return MultiArmPlan({arm: ArmTrajectory(session.config.arm(arm).joint_names, t, q, v)})
+
+
+def one_way(session, arm: str, amplitude: float, duration: float) -> MultiArmPlan:
+    q0 = session.pose(arm)
+    lo, hi = session.limits(arm)
+    mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, q0 + 1.0)
+    direction = np.where(mid >= q0, 1.0, -1.0)
+    t = np.linspace(0.0, duration, 41)
+    s = t / duration
+    h = 10 * s**3 - 15 * s**4 + 6 * s**5
+    dh = (30 * s**2 - 60 * s**3 + 30 * s**4) / duration
+    return MultiArmPlan({arm: ArmTrajectory(session.config.arm(arm).joint_names, t,
+                                            q0 + np.outer(h, direction * amplitude),
+                                            np.outer(dh, direction * amplitude))})
+
+
+def return_to(session, poses: dict[str, np.ndarray]) -> ExecutionReport:
+    report, _ = session.run(session.move_plan(poses), settle=0.1)
+    return report
+
+
+def approach(session, plan: MultiArmPlan, arms) -> Optional[str]:
+    """Move ``arms`` slowly to the plan's first pose (checked for collisions first).
+    Returns an error text, or None."""
+    move = session.move_plan({a: plan[a].positions[0] for a in arms})
+    if "scene" in session.config.extra:
+        report = session.checker.check(timeline=_with_holds(session, move), mode="recorded")
+        if not report.collision_free:
+            return f"moving to the plan's start pose would collide: {report.summary().splitlines()[0]}"
+    report, _ = session.run(move, settle=0.2)
+    if not report.succeeded:
+        return f"could not move to the plan's start pose: {report.summary()}"
+    return None
+
+
+def _with_holds(session, plan: MultiArmPlan):
+    """A timeline of ``plan`` with every other configured arm holding its measured pose."""
+    from mj_manipulator_ros.core.replay_timeline import Timeline, build_timeline
+
+    own = build_timeline(plan, "synchronized")
+    holds = {a: session.pose(a) for a in session.config.arm_names if a not in plan.arms}
+    positions = {**own.positions, **{a: np.repeat(q[None], len(own), 0) for a, q in holds.items()}}
+    return Timeline(own.times, positions, lambda t: {**own.pose_at(t), **holds},
+                    lambda ta, tb: {**own.speed_bound(ta, tb),
+                                    **{a: np.zeros_like(q) for a, q in holds.items()}})
+
+
+def _report_detail(report: ExecutionReport) -> str:
+    return report.summary().replace("\n", " | ")
+
+
+# ---- stage 2 ---------------------------------------------------------------------------------
+def stage_2(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    p = stage.params
+    out = []
+    for arm in session.config.arm_names:
+        start = session.pose(arm)
+        plan = out_and_back(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])
+        clean, worst_track, worst_return, detail = 0, 0.0, 0.0, ""
+        for run in range(int(p["runs"])):
+            report, samples = session.run(plan)
+            s = samples.arm(session.config.arm(arm).joint_names)
+            track = A.tracking_error(s, plan[arm], report.start_stamp) if report.start_stamp else np.inf
+            back = float(np.max(np.abs(session.pose(arm) - start)))
+            worst_track, worst_return = max(worst_track, track), max(worst_return, back)
+            ok = (report.succeeded and track <= stage.check("tracking_error").threshold
+                  and back <= stage.check("returned_to_start").threshold)
+            if not ok:
+                detail = f"run {run + 1}: " + _report_detail(report)
+                break
+            clean += 1
+        out.append(check(stage, "clean_runs", arm, float(clean), detail))
+        out.append(check(stage, "tracking_error", arm, worst_track))
+        out.append(check(stage, "returned_to_start", arm, worst_return))
+    return out
+
+
+# ---- stage 3 ---------------------------------------------------------------------------------
+def stage_3(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    p = stage.params
+    threshold = protocol.settings["speed_threshold_rad_s"]
+    out = []
+    for arm in session.config.arm_names:
+        start = session.pose(arm)
+        for fraction in p["fractions"]:
+            subject = f"{arm}@{int(round(fraction * 100))}%"
+            plan = one_way(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])
+            report, samples = _run_and_cancel(session, plan, fraction)
+            r = report.arms[arm]
+            confirmed = r.stop_confirmed and r.cancel_acknowledged_at is not None
+            out.append(check(stage, "cancel_confirmed", subject, float(confirmed),
+                             _report_detail(report), passed=confirmed))
+            s = samples.arm(session.config.arm(arm).joint_names)
+            latency = A.stop_time(s, r.cancel_requested_at, threshold) if r.cancel_requested_at else np.inf
+            out.append(check(stage, "stop_latency", subject, latency))
+            return_to(session, {arm: start})
+    return out
+
+
+def _run_and_cancel(session, plan: MultiArmPlan, fraction: float):
+    """Run the plan and abort it at ``fraction`` of its duration (controllers' clock)."""
+    result = {}
+    runner = threading.Thread(target=lambda: result.update(zip(("report", "samples"),
+                                                               session.run(plan))))
+    runner.start()
+    while session.executor.current_stamp is None and runner.is_alive():
+        runner.join(0.002)
+    stamp = session.executor.current_stamp
+    if stamp is not None:
+        when = stamp.seconds + fraction * plan.duration
+        while session.now() < when and runner.is_alive():
+            runner.join(0.002)
+        session.executor.abort(f"bring-up stop test at {fraction:.0%} of the motion")
+    runner.join(timeout=plan.duration * 10 + 30)
+    return result["report"], result["samples"]
+
+
+# ---- stages 4, 5, 7, 8 ---------------------------------------------------------------------------
+def stage_4(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    speed = stage.params["speed"]
+    out = []
+    for name, plan in shipped_plans(session.config).items():
+        for arm in plan.arm_names:
+            subject = f"{name}/{arm}"
+            alone = session.checker.check(timeline=_with_holds(session, plan.subset([arm])),
+                                          mode="recorded")
+            if not alone.collision_free:
+                out.append(check(stage, "alone_succeeded", subject, 1.0,
+                                 "skipped: collides when run alone (" +
+                                 alone.summary().splitlines()[0] + ")", passed=True))
+                continue
+            error = approach(session, plan, [arm])
+            if error:
+                out.append(check(stage, "alone_succeeded", subject, 0.0, error, passed=False))
+                continue
+            run = plan.subset([arm]).time_scaled(speed)
+            report, samples = session.run(run)
+            out.append(check(stage, "alone_succeeded", subject, float(report.succeeded),
+                             _report_detail(report), passed=report.succeeded))
+            s = samples.arm(session.config.arm(arm).joint_names)
+            out.append(check(stage, "tracking_error", subject,
+                             A.tracking_error(s, run[arm], report.start_stamp)
+                             if report.start_stamp else float("nan")))
+    return out
+
+
+def synchronized_run(session, stage: Stage, protocol: Protocol, name: str, plan: MultiArmPlan,
+                     speed: float, subject: str) -> list[CheckResult]:
+    """Run a plan synchronized and measure success, start skew, overlap, tracking."""
+    error = approach(session, plan, plan.arm_names)
+    if error:
+        return [check(stage, "synchronized_succeeded", subject, 0.0, error, passed=False)]
+    run = plan.time_scaled(speed)
+    report, samples = session.run(run)
+    out = [check(stage, "synchronized_succeeded", subject, float(report.succeeded),
+                 _report_detail(report), passed=report.succeeded)]
+    if report.start_stamp is None:
+        return out
+    onset_threshold = protocol.settings["onset_threshold_rad"]
+    speed_threshold = protocol.settings["speed_threshold_rad_s"]
+    late, worst_track, masks = {}, 0.0, {}
+    for arm in run.arm_names:
+        s = samples.arm(session.config.arm(arm).joint_names)
+        planned = A.planned_onset(run[arm], onset_threshold)
+        measured = A.onset(s, report.start_stamp, onset_threshold)
+        if planned is not None and measured is not None:
+            late[arm] = measured - (report.start_stamp + planned)
+        worst_track = max(worst_track, A.tracking_error(s, run[arm], report.start_stamp))
+        w = s.window(report.start_stamp, report.start_stamp + run.duration)
+        masks[arm] = (w.stamps, A.moving_mask(w.velocities, speed_threshold))
+    detail = ", ".join(f"{a} onset {x * 1e3:+.1f} ms vs plan" for a, x in late.items())
+    out.append(check(stage, "start_skew", subject, A.start_skew(list(late.values())), detail))
+    if len(masks) >= 2 and "both_moving_overlap" in {c.name for c in stage.checks}:
+        planned = A.planned_overlap_s([run[a] for a in run.arm_names], speed_threshold)
+        stamps = np.unique(np.concatenate([m[0] for m in masks.values()]))
+        resampled = [np.interp(stamps, m[0], m[1].astype(float)) > 0.5 for m in masks.values()]
+        measured = A.overlap_s(stamps, *resampled[:2])
+        ratio = measured / planned if planned > 0 else 1.0
+        out.append(check(stage, "both_moving_overlap", subject, ratio,
+                         f"both moving {measured:.2f} s of {planned:.2f} s planned"))
+    out.append(check(stage, "tracking_error", subject, worst_track))
+    return out
+
+
+def stage_5(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    out = []
+    for name, plan in shipped_plans(session.config).items():
+        out += synchronized_run(session, stage, protocol, name, plan, stage.params["speed"], name)
+    return out
+
+
+stage_7 = stage_5
+
+
+def stage_8(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    runs = int(stage.params["runs"])
+    stage7 = protocol.stage(7)
+    passed, worst_skew, worst_track, detail = 0, 0.0, 0.0, ""
+    for run in range(runs):
+        results = stage_5(session, stage7, protocol)
+        for r in results:
+            if r.name == "start_skew":
+                worst_skew = max(worst_skew, r.measured)
+            if r.name == "tracking_error":
+                worst_track = max(worst_track, r.measured)
+        if all(r.passed for r in results):
+            passed += 1
+        elif not detail:
+            bad = next(r for r in results if not r.passed)
+            detail = f"run {run + 1}: {bad.name} {bad.subject}: {bad.detail or bad.measured}"
+    return [check(stage, "runs_passed", "", float(passed), detail),
+            check(stage, "start_skew", "", worst_skew),
+            check(stage, "tracking_error", "", worst_track)]
+
+
+# ---- stage 6 ---------------------------------------------------------------------------------
+def stage_6(session, stage: Stage, protocol: Protocol, announce: Callable[[str], None] = print
+            ) -> list[CheckResult]:
+    p = stage.params
+    threshold = protocol.settings["speed_threshold_rad_s"]
+    plans = shipped_plans(session.config)
+    name, plan = next(iter(plans.items())) if plans else (None, None)
+    if plan is None:  # no plan: a synchronized out-and-back of every arm
+        parts = [out_and_back(session, a, 0.15, 2.0) for a in session.config.arm_names]
+        plan, name = MultiArmPlan({a: pt[a] for a, pt in zip(session.config.arm_names, parts)}), "out_and_back"
+    fault_arm = p["fault_arm"] if p["fault_arm"] in plan.arm_names else plan.arm_names[-1]
+    error = approach(session, plan, plan.arm_names)
+    if error:
+        return [check(stage, "failure_detected", name, 0.0, error, passed=False)]
+    run = plan.time_scaled(p["speed"])
+    fault_at = p["fault_at_fraction"] * run.duration
+    if session.sim_node is not None:
+        session.set_fault(fault_arm, abort_after_s=fault_at)
+    else:
+        announce(f"stage 6: trigger a fault on arm {fault_arm!r} about {fault_at:.1f} s after the "
+                 "motion starts (e.g. its controller's stop)")
+    try:
+        report, samples = session.run(run, settle=1.0)
+    finally:
+        if session.sim_node is not None:
+            session.set_fault(fault_arm, abort_after_s=None)
+    f = report.first_failure
+    detected = f is not None and f.arm is not None and (session.sim_node is None or f.arm == fault_arm)
+    out = [check(stage, "failure_detected", name, float(detected), _report_detail(report),
+                 passed=detected)]
+    failing = f.arm if detected else fault_arm
+    t_fail = report.arms[failing].result_at if detected else None
+    for arm in run.arm_names:
+        if arm == failing:
+            continue
+        s = samples.arm(session.config.arm(arm).joint_names)
+        latency = A.stop_time(s, t_fail, threshold) if t_fail is not None else float("inf")
+        out.append(check(stage, "peers_stopped", arm, latency))
+        r = report.arms[arm]
+        confirmed = r.stop_confirmed and (r.status is not ArmStatus.UNCONFIRMED_STOP)
+        out.append(check(stage, "stops_confirmed", arm, float(confirmed),
+                         f"{r.status.value}: {r.error_string}", passed=confirmed))
+    return out
+
+
+RUNNERS = {1: stage_1, 2: stage_2, 3: stage_3, 4: stage_4, 5: stage_5, 6: stage_6, 7: stage_7,
+           8: stage_8}

@@ -1,0 +1,123 @@
+"""HIL bring-up without ROS: the checklist is generated from stages.yaml, the measurements on
+synthetic joint states, the refusals (arguments, gate, confirmation) and stage 0."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from mj_manipulator_ros.core.plan import ArmTrajectory
+from mj_manipulator_ros.hil import analysis as A
+from mj_manipulator_ros.hil.runner import run_hil
+from mj_manipulator_ros.hil.stages import load_protocol, render_checklist, stages_file
+from mj_manipulator_ros.resources import config_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_checklist_is_generated_from_stages_yaml() -> None:
+    assert (ROOT / "hil/CHECKLIST.md").read_text() == render_checklist(load_protocol()), \
+        "hil/CHECKLIST.md is stale: run mj-manipulator-ros hil --write-checklist"
+
+
+def test_protocol_has_nine_stages_with_thresholds() -> None:
+    p = load_protocol()
+    assert [s.number for s in p.stages] == list(range(9))
+    assert [s.moves for s in p.stages] == [False, False] + [True] * 7
+    assert p.stage(5).check("start_skew").threshold == 0.02
+    assert p.stage(6).check("peers_stopped").passes(0.4) and not p.stage(6).check("peers_stopped").passes(0.6)
+    assert p.stage(2).check("clean_runs").passes(10) and not p.stage(2).check("clean_runs").passes(9)
+
+
+def samples(t, q, v=None, received=None):
+    q = np.asarray(q, float).reshape(len(t), -1)
+    v = np.zeros_like(q) if v is None else np.asarray(v, float).reshape(len(t), -1)
+    names = tuple(f"j{k}" for k in range(q.shape[1]))
+    return A.JointSamples(np.asarray(t, float), np.asarray(received if received is not None else t, float),
+                          names, q, v)
+
+
+def test_measurements_on_synthetic_joint_states() -> None:
+    t = np.arange(0, 2, 0.01)
+    q = np.where(t > 0.5, 0.2 * (t - 0.5), 0.0)
+    s = samples(t, q, v=np.where((t > 0.5) & (t < 1.5), 0.2, 0.0), received=t + 0.003)
+    assert A.rate_hz(s) == pytest.approx(100.0)
+    assert A.clock_offset(s) == pytest.approx(0.003)
+    assert A.onset(s, 0.0, 0.002) == pytest.approx(0.51, abs=1e-9)   # interpolated crossing
+    assert A.onset(s, 0.0, 5.0) is None
+    assert A.stop_time(s, 1.0, 0.02) == pytest.approx(0.5, abs=0.011)
+    assert A.stop_time(samples(t, q, v=np.full_like(t, 0.5)), 1.0, 0.02) == np.inf
+    assert A.limit_excess(np.array([[0.5, -2.1]]), np.array([-1, -2]), np.array([1, 2])) == pytest.approx(0.1)
+    assert A.start_skew([0.01, -0.004, 0.002]) == pytest.approx(0.014)
+    a = np.array([True, True, False, True])
+    b = np.array([True, False, False, True])
+    assert A.overlap_s(np.array([0.0, 1.0, 2.0, 3.0]), a, b) == pytest.approx(1.0)
+    traj = ArmTrajectory(("j0",), [0.0, 1.0], [[0.0], [1.0]])
+    s2 = samples([10.0, 10.5, 11.0], [0.0, 0.55, 1.0])
+    assert A.tracking_error(s2, traj, 10.0) == pytest.approx(0.05)
+    assert A.planned_onset(traj, 0.1) == pytest.approx(0.101, abs=1e-3)
+
+
+def test_yes_needs_sim_and_force_needs_reason(tmp_path) -> None:
+    said = []
+    cfg = str(config_file("sim_openarm.yaml"))
+    assert run_hil(cfg, yes=True, results=str(tmp_path), say=said.append) == 2
+    assert "--yes is accepted only with --sim" in said[-1]
+    assert run_hil(cfg, sim=True, force=True, stage=3, results=str(tmp_path), say=said.append) == 2
+    assert "--force needs --reason" in said[-1]
+
+
+def test_gate_refuses_a_stage_before_earlier_ones_pass(tmp_path) -> None:
+    said = []
+    code = run_hil(str(config_file("sim_openarm.yaml")), sim=True, yes=True, stage=3,
+                   results=str(tmp_path), say=said.append)
+    assert code == 2 and "stage 3 is gated: stages up to 2 must pass first" in said[-1]
+
+
+def test_motion_stage_refused_without_terminal_on_hardware(tmp_path) -> None:
+    said = []
+    code = run_hil(str(config_file("openarm_bimanual.yaml")), stage=2, force=True,
+                   reason="testing the refusal", results=str(tmp_path), is_tty=False,
+                   say=said.append)
+    assert code == 2
+    assert any("no interactive terminal: refusing" in s for s in said)
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    events = [json.loads(l) for l in (run / "checks.jsonl").read_text().splitlines()]
+    assert {"event": "forced"}.items() <= next(e for e in events if e.get("event") == "forced").items()
+    assert any(e.get("event") == "refused" for e in events)
+    assert "gate forced" in (run / "summary.md").read_text()
+
+
+def test_typed_confirmation_must_match(tmp_path) -> None:
+    said = []
+    code = run_hil(str(config_file("openarm_bimanual.yaml")), stage=2, force=True,
+                   reason="testing the confirmation", results=str(tmp_path), is_tty=True,
+                   ask=lambda prompt: "yes", say=said.append)
+    assert code == 2  # "yes" is not the confirm word
+
+
+def test_stage_0_passes_on_openarm_and_records(tmp_path) -> None:
+    said = []
+    code = run_hil(str(config_file("openarm_bimanual.yaml")), stage=0, results=str(tmp_path),
+                   say=said.append)
+    assert code == 0, said
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert list(state.values())[0]["last_passed"] == 0
+
+
+def test_stage_0_fails_for_a_joint_missing_from_the_model(tmp_path) -> None:
+    data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
+    data["arms"][0]["joint_names"][6] = "openarm_left_wrist_roll"
+    data["arms"][0]["joint_limits"].pop("openarm_left_joint7")
+    cfg = tmp_path / "broken.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    said = []
+    assert run_hil(str(cfg), stage=0, results=str(tmp_path / "r"), say=said.append) == 1
+    text = "\n".join(said)
+    assert "[FAIL] config_matches_model" in text
+    assert "joint 'openarm_left_wrist_roll' is not in the scene model" in text
+    assert "stage 0 FAILED" in text
