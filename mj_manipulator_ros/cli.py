@@ -79,7 +79,8 @@ def _demo(args: argparse.Namespace) -> int:
 def _sim(args: argparse.Namespace) -> int:
     from mj_manipulator_ros.sim.sim_node import run_sim
 
-    return run_sim(args.config, ["mj-manipulator-ros", *args.ros_args], serve=args.serve)
+    return run_sim(args.config, ["mj-manipulator-ros", *args.ros_args], serve=args.serve,
+                   record=args.record)
 
 
 def _check_plan(args: argparse.Namespace) -> int:
@@ -170,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="configuration with arms, scene and sim")
     p.add_argument("--serve", nargs="+", metavar="ARM",
                    help="serve only these arms (one controller process per arm)")
+    p.add_argument("--record", help="write /joint_states to this file (JSON lines) while running")
     p.add_argument("ros_args", nargs=argparse.REMAINDER, help="--ros-args ... (optional)")
     p.set_defaults(func=_sim)
 

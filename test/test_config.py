@@ -50,3 +50,19 @@ def test_load_names_file(tmp_path) -> None:
         load_config(p)
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "missing.yaml")
+
+
+def test_limits_from_the_model() -> None:
+    from mj_manipulator_ros.resources import config_file
+    import yaml
+
+    data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
+    data["arms"][0]["joint_limits"] = "from_model"
+    data["arms"][0]["max_velocity"] = 1.5
+    cfg = config_from_mapping(data)
+    lim = cfg.arm("left").joint_limits["openarm_left_joint4"]
+    assert (lim.lower, lim.upper, lim.velocity) == pytest.approx((0.0, 2.44346, 1.5), abs=1e-4)
+    assert cfg.arm("right").joint_limits["openarm_right_joint4"].upper == 2.4434  # as written
+    del data["scene"]
+    with pytest.raises(ConfigError, match="from_model needs a 'scene' section"):
+        config_from_mapping(data)

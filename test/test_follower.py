@@ -182,3 +182,24 @@ def test_rejections(sim, req, message) -> None:
         base["positions"] = [[0], [0.1]]
     reason, g = check_goal(GoalRequest(**base), J, 0.0, sim.scene.config.sim.tolerances)
     assert g is None and message in reason
+
+
+def test_command_latency_delays_the_servo(tmp_path) -> None:
+    """With 100 ms of command latency the arm starts moving 100 ms after the reference does."""
+    from mj_manipulator_ros.sim.scene import Scene
+    from tiny_arm import tiny_config
+
+    sim = SharedModel(Scene.from_config(tiny_config(
+        tmp_path, sim={"faults": {"left": {"command_latency_s": 0.1}}})))
+    onsets = {}
+    for arm in ("left", "right"):
+        joints = (f"{arm}_j1", f"{arm}_j2")
+        req = GoalRequest(joints, [0.5], [[0.5, 0.5]], [[]], [[]], 0.0)
+        _, g = check_goal(req, joints, 0.0, sim.scene.config.sim.tolerances)
+        sim.followers[arm].submit(g)
+    for _ in range(200):
+        snap = sim.step_cycle() or sim.snapshot()
+        for arm, state in snap.arms.items():
+            if arm not in onsets and abs(state.positions[0]) > 1e-3:
+                onsets[arm] = snap.sim_time
+    assert onsets["left"] - onsets["right"] == pytest.approx(0.1, abs=2 * sim.control_period + 1e-9)

@@ -100,3 +100,20 @@ def test_ctrl_c_cancels_and_is_recorded(tmp_path, processes) -> None:
     interrupted = [e for e in events(run) if e.get("event") == "interrupted"]
     assert interrupted and interrupted[0]["detail"] == "Ctrl-C: every arm canceled"
     assert "interrupted by the operator" in (run / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_stage_7_full_speed_forced_and_recorded(tmp_path) -> None:
+    said = []
+    code = run_hil(str(config_file("sim_openarm.yaml")), sim=True, yes=True, stage=7, force=True,
+                   reason="CI: full-speed stage on the simulator", results=str(tmp_path),
+                   say=said.append)
+    assert code == 0, "\n".join(said)
+    run = only_run(tmp_path)
+    forced = [e for e in events(run) if e.get("event") == "forced"]
+    assert forced and forced[0]["reason"] == "CI: full-speed stage on the simulator"
+    names = {(c["name"], c["pass"]) for c in events(run) if "name" in c}
+    assert names == {("synchronized_succeeded", True), ("start_skew", True),
+                     ("both_moving_overlap", True), ("tracking_error", True)}
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert list(state.values())[0]["forced_stages"] == [7]

@@ -117,3 +117,38 @@ def test_plan_through_separate_processes_then_a_controller_dies(graph) -> None:
     assert sims["right"].wait(timeout=5) == -signal.SIGKILL
     stop_all([sims["left"], execution])
     assert sims["left"].returncode == 0 and execution.returncode == 0
+
+
+@pytest.mark.slow
+def test_simulator_exit_fault_and_recording(tmp_path, processes, ros) -> None:
+    """exit_after_s: the simulator process exits mid-goal; the executor's feedback watchdog
+    fails the execution. Before that, a run recorded by the simulator (--record) replays clear."""
+    from mj_manipulator_ros.core.replay_timeline import load_recording, timeline_from_recording
+    from mj_manipulator_ros.core.sync import FailureReason
+    from mj_manipulator_ros.preflight import scene_checker
+    from mj_manipulator_ros.ros.executor import MultiArmExecutor
+
+    cfg_path = multiprocess_config(tmp_path)
+    recording = tmp_path / "joint_states.jsonl"
+    sim = processes([*CLI, "sim", "--config", str(cfg_path), "--record", str(recording)])
+    cfg = load_config(cfg_path)
+    with MultiArmExecutor(cfg, context=ros.context) as executor:
+        ok = executor.execute(small_plan(cfg_path, duration=1.0))
+        assert ok.succeeded, ok.summary()
+    sim.send_signal(signal.SIGINT)
+    assert sim.wait(timeout=20) == 0
+    timeline = timeline_from_recording(load_recording(recording),
+                                       {a.name: a.joint_names for a in cfg.arms})
+    assert len(timeline) > 50
+    assert scene_checker(cfg).check(timeline=timeline, mode="recorded").collision_free
+
+    data = yaml.safe_load(cfg_path.read_text())
+    data["sim"]["faults"] = {"right": {"exit_after_s": 0.3}}
+    faulted = tmp_path / "exit.yaml"
+    faulted.write_text(yaml.safe_dump(data))
+    sim = processes([*CLI, "sim", "--config", str(faulted)])
+    with MultiArmExecutor(cfg, context=ros.context) as executor:
+        report = executor.execute(small_plan(cfg_path, duration=2.0))
+    assert sim.wait(timeout=20) == 5  # os._exit(5): the injected "controller exits" fault
+    assert report.first_failure.reason is FailureReason.FEEDBACK_TIMEOUT
+    assert set(report.unconfirmed_arms) == {"left", "right"}  # both served by the dead process

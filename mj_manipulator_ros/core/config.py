@@ -46,6 +46,8 @@ class ArmConfig:
     action: str = field(default="", metadata={
         "doc": "FollowJointTrajectory action; default /<name>_arm_controller/follow_joint_trajectory"})
     joint_limits: Mapping[str, JointLimit] = field(default_factory=dict)
+    max_velocity: Optional[float] = field(default=None, metadata={
+        "doc": "with joint_limits: from_model, the velocity limit of every joint", "min": 0.0})
 
     @property
     def action_name(self) -> str:
@@ -114,6 +116,8 @@ def _arm(data: Any, path: str) -> ArmConfig:
                           f"joint_limits; got {data!r}")
     limits_raw = data.get("joint_limits") or {}
     body = {k: v for k, v in data.items() if k != "joint_limits"}
+    if limits_raw == "from_model":  # resolved by config_from_mapping once the scene is known
+        limits_raw = {}
     arm = from_mapping(ArmConfig, body, path)
     if len(set(arm.joint_names)) != len(arm.joint_names):
         dup = sorted({j for j in arm.joint_names if arm.joint_names.count(j) > 1})
@@ -131,7 +135,7 @@ def _arm(data: Any, path: str) -> ArmConfig:
         if jl.lower is not None and jl.upper is not None and not jl.lower <= jl.upper:
             raise ConfigError(f"{path}.joint_limits.{joint}: lower {jl.lower} > upper {jl.upper}")
         limits[joint] = jl
-    return ArmConfig(arm.name, arm.joint_names, arm.action, limits)
+    return ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity)
 
 
 def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:
@@ -157,7 +161,44 @@ def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:
             owner[j] = a.name
     execution = from_mapping(ExecutionSettings, data.get("execution"), "execution")
     extra = {k: data[k] for k in OTHER_SECTIONS if k in data}
-    return ExecutorConfig(arms, execution, extra, source)
+    config = ExecutorConfig(arms, execution, extra, source)
+    from_model = [a["name"] for a in arms_raw if isinstance(a, Mapping)
+                  and a.get("joint_limits") == "from_model"]
+    if from_model:
+        config = _limits_from_model(config, from_model, arms_raw)
+    return config
+
+
+def _limits_from_model(config: ExecutorConfig, names: list[str], arms_raw: list) -> ExecutorConfig:
+    """``joint_limits: from_model``: position limits from the joint ranges of the config's MuJoCo
+    scene; velocity limits (which MJCF does not have) from the arm's ``max_velocity``, if given."""
+    if "scene" not in config.extra:
+        raise ConfigError(f"arms {names}: joint_limits: from_model needs a 'scene' section (the "
+                          "MuJoCo model to read the joint ranges from)")
+    from mj_manipulator_ros.sim.scene import compile_scene  # MuJoCo only; imported on demand
+    from mj_manipulator_ros.sim.sim_config import sim_config
+
+    base = Path(config.source).resolve().parent if config.source else None
+    model = compile_scene(sim_config(config).scene, base)
+    import mujoco
+
+    arms = []
+    for arm, raw in zip(config.arms, arms_raw):
+        if arm.name not in names:
+            arms.append(arm)
+            continue
+        vmax = arm.max_velocity
+        limits = {}
+        for j in arm.joint_names:
+            jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)
+            if jid < 0:
+                raise ConfigError(f"arm {arm.name!r}: joint {j!r} is not in the scene model, so its "
+                                  "limits cannot come from it")
+            lo, hi = (model.jnt_range[jid] if model.jnt_limited[jid] else (None, None))
+            limits[j] = JointLimit(None if lo is None else float(lo), None if hi is None else float(hi),
+                                   None if vmax is None else float(vmax))
+        arms.append(ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity))
+    return ExecutorConfig(tuple(arms), config.execution, config.extra, config.source)
 
 
 def load_config(path: str | Path) -> ExecutorConfig:

@@ -206,7 +206,7 @@ class SimNode:
     """
 
     def __init__(self, config: SimConfig, context=None, node_name: str = "mj_manipulator_sim",
-                 serve: list[str] | None = None) -> None:
+                 serve: list[str] | None = None, record: str | None = None) -> None:
         """serve: the arms to serve (action servers, joint states); default every arm. The
         others are simulated, holding their pose (one process per arm: serve=[arm])."""
         self.config = config
@@ -235,6 +235,10 @@ class SimNode:
         self._executor = MultiThreadedExecutor(num_threads=2 + 2 * len(self.arms), context=context)
         self._executor.add_node(self.node)
         self._spinner: Optional[BackgroundSpinner] = None
+        self.recorder = None
+        if record:
+            from mj_manipulator_ros.ros.joint_state_recorder import JointStateRecorder
+            self.recorder = JointStateRecorder(self.node, record)
 
     def _publish_joint_states(self, snap: Snapshot) -> None:
         msg = JointState()
@@ -270,6 +274,8 @@ class SimNode:
             self._spinner = None
         for s in self.arms.values():
             s.destroy()
+        if self.recorder is not None:
+            self.recorder.close()
         self.node.destroy_node()
         if self._owned is not None:
             self._owned.close()
@@ -282,7 +288,7 @@ class SimNode:
 
 
 def run_sim(config_path: str | None, argv: list[str] | None = None,
-            serve: list[str] | None = None) -> int:
+            serve: list[str] | None = None, record: str | None = None) -> int:
     """Run the simulator until SIGINT/SIGTERM. ROS parameters (``--ros-args -p``) override:
     ``config`` (file), ``use_sim_time``, ``real_time_factor``, ``serve`` (arm names)."""
     import dataclasses as dc
@@ -306,7 +312,7 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
         serve = serve or list(params.get("serve") or []) or None
         stop = threading.Event()
         previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-        sim = SimNode(config, context=ros.context, serve=serve).start()
+        sim = SimNode(config, context=ros.context, serve=serve, record=record).start()
         sim.node.get_logger().info(
             f"simulating arms {list(sim.scene.arms)}, serving {list(sim.arms)} (timestep "
             f"{sim.scene.model.opt.timestep} s, control {config.sim.control_rate_hz} Hz, real-time "
