@@ -68,3 +68,15 @@ def test_resample_to_common_grid() -> None:
     np.testing.assert_allclose(plan["left"].positions[-1], a.positions[-1])  # held after its end
     p, _, _ = sample(b, [0.5])
     np.testing.assert_allclose(plan["right"].positions[5], p[0], atol=1e-12)
+
+
+def test_rest_to_rest() -> None:
+    from mj_manipulator_ros.core.interpolation import rest_to_rest
+
+    t = np.linspace(2.0, 4.0, 201)
+    q, v = rest_to_rest(np.array([0.0, 1.0]), np.array([1.0, -1.0]), t)
+    np.testing.assert_allclose(q[0], [0.0, 1.0])
+    np.testing.assert_allclose(q[-1], [1.0, -1.0])
+    np.testing.assert_allclose(v[[0, -1]], 0.0, atol=1e-12)
+    np.testing.assert_allclose(np.abs(v).max(0), 1.875 * np.array([1.0, 2.0]) / 2.0, rtol=1e-3)
+    np.testing.assert_allclose(np.gradient(q[:, 0], t), v[:, 0], atol=2e-3)  # consistent

@@ -21,6 +21,7 @@ import mujoco
 import numpy as np
 
 from mj_manipulator_ros.core.config import load_config
+from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_io import save_plan
 from mj_manipulator_ros.sim.scene import Scene
@@ -70,11 +71,6 @@ def solve_ik(model, data, scene, arm: str, target, seeds, iters: int = 300):
     return best
 
 
-def blend(q0, q1, n):
-    s = np.linspace(0, 1, n)
-    h = 10 * s**3 - 15 * s**4 + 6 * s**5
-    dh = (30 * s**2 - 60 * s**3 + 30 * s**4)
-    return q0 + np.outer(h, q1 - q0), np.outer(dh, q1 - q0)
 
 
 def main() -> None:
@@ -103,9 +99,10 @@ def main() -> None:
         keys = ["ready"] + [step[side] for step in STEPS]
         pos, vel = [np.repeat(key_q[arm]["ready"][None], n_dwell, 0)], [np.zeros((n_dwell, 7))]
         for k in range(len(keys) - 1):
-            p, v = blend(key_q[arm][keys[k]], key_q[arm][keys[k + 1]], n_seg)
+            p, v = rest_to_rest(key_q[arm][keys[k]], key_q[arm][keys[k + 1]],
+                                np.linspace(0.0, SEGMENT_S, n_seg))
             pos.append(p[1:] if k else p)
-            vel.append((v[1:] if k else v) / SEGMENT_S)
+            vel.append(v[1:] if k else v)
         pos.append(np.repeat(key_q[arm]["ready"][None], n_dwell, 0))
         vel.append(np.zeros((n_dwell, 7)))
         P, V = np.concatenate(pos), np.concatenate(vel)

@@ -107,6 +107,19 @@ def sample(traj: ArmTrajectory, times) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return p, v, a
 
 
+def rest_to_rest(q0: np.ndarray, q1: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A quintic rest-to-rest move from q0 to q1 (J,) over ``times`` (N,), from times[0] to
+    times[-1]. Returns positions and velocities, each (N, J); peak speed is 1.875 |q1 - q0| /
+    duration, at mid-time."""
+    times = np.asarray(times, dtype=float)
+    duration = times[-1] - times[0]
+    s = (times - times[0]) / duration
+    h = 10 * s**3 - 15 * s**4 + 6 * s**5
+    dh = (30 * s**2 - 60 * s**3 + 30 * s**4) / duration
+    dq = np.asarray(q1, dtype=float) - np.asarray(q0, dtype=float)
+    return np.asarray(q0, dtype=float) + np.outer(h, dq), np.outer(dh, dq)
+
+
 def resample_to_common_grid(plan: MultiArmPlan, dt: float) -> MultiArmPlan:
     """Put every arm on one uniform time grid 0, dt, 2 dt, ..., ending at the plan's duration.
 

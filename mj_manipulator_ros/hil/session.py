@@ -21,6 +21,7 @@ from sensor_msgs.msg import JointState
 
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import ExecutionRefusedError
+from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionReport
 from mj_manipulator_ros.hil.analysis import JointSamples
@@ -171,15 +172,9 @@ class HilSession:
             need = np.max(1.875 * np.abs(q1 - starts[a]) / (speed_fraction * self.max_speed(a)))
             duration = max(duration, float(need))
         t = np.linspace(0.0, duration, max(11, int(duration / 0.02) + 1))
-        s = t / duration
-        h = 10 * s**3 - 15 * s**4 + 6 * s**5
-        dh = (30 * s**2 - 60 * s**3 + 30 * s**4) / duration
-        arms = {}
-        for a, q1 in targets.items():
-            dq = q1 - starts[a]
-            arms[a] = ArmTrajectory(self.config.arm(a).joint_names, t, starts[a] + np.outer(h, dq),
-                                    np.outer(dh, dq))
-        return MultiArmPlan(arms)
+        return MultiArmPlan({a: ArmTrajectory(self.config.arm(a).joint_names, t,
+                                              *rest_to_rest(starts[a], q1, t))
+                             for a, q1 in targets.items()})
 
     def run(self, plan: MultiArmPlan, settle: float = 0.3) -> tuple[ExecutionReport, JointSamples]:
         """Execute, then keep listening ``settle`` s; return the report and the joint states

@@ -14,6 +14,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
 from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport
@@ -129,12 +130,17 @@ def stage_1(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
 
 
 # ---- helpers for motion stages ------------------------------------------------------------------
-def out_and_back(session, arm: str, amplitude: float, duration: float) -> MultiArmPlan:
-    """Every joint out by ``amplitude`` (toward the middle of its range) and back, quintic."""
+def _toward_middle(session, arm: str) -> tuple[np.ndarray, np.ndarray]:
+    """The arm's measured pose (J,) and, per joint, +-1 toward the middle of its range."""
     q0 = session.pose(arm)
     lo, hi = session.limits(arm)
     mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, q0 + 1.0)
-    direction = np.where(mid >= q0, 1.0, -1.0)
+    return q0, np.where(mid >= q0, 1.0, -1.0)
+
+
+def out_and_back(session, arm: str, amplitude: float, duration: float) -> MultiArmPlan:
+    """Every joint out by ``amplitude`` (toward the middle of its range) and back."""
+    q0, direction = _toward_middle(session, arm)
     t = np.linspace(0.0, duration, 41)
     s = np.sin(np.pi * t / duration) ** 2           # 0 -> 1 -> 0, zero speed at the ends
     ds = (np.pi / duration) * np.sin(2 * np.pi * t / duration)
@@ -145,17 +151,11 @@ def out_and_back(session, arm: str, amplitude: float, duration: float) -> MultiA
 
 
 def one_way(session, arm: str, amplitude: float, duration: float) -> MultiArmPlan:
-    q0 = session.pose(arm)
-    lo, hi = session.limits(arm)
-    mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, q0 + 1.0)
-    direction = np.where(mid >= q0, 1.0, -1.0)
+    """Every joint by ``amplitude`` toward the middle of its range, rest to rest."""
+    q0, direction = _toward_middle(session, arm)
     t = np.linspace(0.0, duration, 41)
-    s = t / duration
-    h = 10 * s**3 - 15 * s**4 + 6 * s**5
-    dh = (30 * s**2 - 60 * s**3 + 30 * s**4) / duration
-    return MultiArmPlan({arm: ArmTrajectory(session.config.arm(arm).joint_names, t,
-                                            q0 + np.outer(h, direction * amplitude),
-                                            np.outer(dh, direction * amplitude))})
+    q, v = rest_to_rest(q0, q0 + direction * amplitude, t)
+    return MultiArmPlan({arm: ArmTrajectory(session.config.arm(arm).joint_names, t, q, v)})
 
 
 def return_to(session, poses: dict[str, np.ndarray]) -> ExecutionReport:

@@ -17,8 +17,9 @@ feedback watchdog (silence is the absence of an event: checked every feedback_ti
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from action_msgs.msg import GoalStatus
@@ -102,16 +103,12 @@ class ArmRun:
     duration_s: float
     on_feedback: Optional[FeedbackHook] = None
 
-    status: ArmStatus = ArmStatus.NOT_SENT
-    error_code: Optional[int] = None
-    error_string: str = ""
-    goal_sent_at: Optional[float] = None
-    accepted_at: Optional[float] = None
-    result_at: Optional[float] = None
-    cancel_requested_at: Optional[float] = None
-    cancel_acknowledged_at: Optional[float] = None
-    stop_confirmed: bool = True
+    #: what happened so far (a frozen value, replaced as events arrive)
+    out: ArmReport = field(default_factory=lambda: ArmReport(ArmStatus.NOT_SENT))
     last_feedback: float = 0.0  # monotonic
+
+    def _set(self, **changes) -> None:
+        self.out = dataclasses.replace(self.out, **changes)
 
     @property
     def name(self) -> str:
@@ -131,8 +128,8 @@ class ArmRun:
             try:
                 self._stop(handle, result_future)
             except Exception as exc:  # noqa: BLE001
-                self.status, self.stop_confirmed = ArmStatus.UNCONFIRMED_STOP, False
-                self.error_string = f"stopping failed: {type(exc).__name__}: {exc}"
+                self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
+                          error_string=f"stopping failed: {type(exc).__name__}: {exc}")
 
     def _run(self):
         ch, s = self.channel, self.settings
@@ -142,9 +139,9 @@ class ArmRun:
         if self.scope.canceled:
             return None, None
         if not server_ready:
-            self.error_string = (f"action server {ch.arm.action_name} not available within "
-                                 f"{s.server_wait_s} s")
-            self._fail(FailureReason.SERVER_UNAVAILABLE, self.error_string)
+            self._set(error_string=f"action server {ch.arm.action_name} not available within "
+                                   f"{s.server_wait_s} s")
+            self._fail(FailureReason.SERVER_UNAVAILABLE, self.out.error_string)
             return None, None
         if ch.discovered_at is None:
             ch.discovered_at = time.monotonic()
@@ -159,7 +156,7 @@ class ArmRun:
 
         goal = FollowJointTrajectory.Goal()
         goal.trajectory = trajectory_msg(self.trajectory, stamp)
-        self.goal_sent_at = self.now()
+        self._set(goal_sent_at=self.now())
         send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
         ch.spin_until(lambda: send_future.done() or self.scope.canceled,
                       time.monotonic() + s.accept_wait_s)
@@ -170,19 +167,18 @@ class ArmRun:
                 self._fail(FailureReason.NO_RESPONSE,
                            f"no accept/reject within {s.accept_wait_s} s of sending the goal")
             if not ch.spin_until(send_future.done, time.monotonic() + s.cancel_wait_s):
-                self.status, self.stop_confirmed = ArmStatus.UNCONFIRMED_STOP, False
-                self.error_string = self.error_string or (
-                    "goal sent but never answered: it may have been accepted and be running")
+                self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
+                          error_string=self.out.error_string or "goal sent but never answered: "
+                          "it may have been accepted and be running")
                 return None, None
         handle = send_future.result()
         if not handle.accepted:
-            self.status = ArmStatus.REJECTED
-            self.error_string = f"goal rejected by {ch.arm.action_name}"
-            self._fail(FailureReason.GOAL_REJECTED, self.error_string)
+            self._set(status=ArmStatus.REJECTED, error_string=f"goal rejected by {ch.arm.action_name}")
+            self._fail(FailureReason.GOAL_REJECTED, self.out.error_string)
             return None, None
-        self.accepted_at = self.now()
-        self.status = ArmStatus.UNCONFIRMED_STOP  # until a result says otherwise
-        late = self.accepted_at - stamp.seconds
+        # UNCONFIRMED_STOP until a result says otherwise
+        self._set(accepted_at=self.now(), status=ArmStatus.UNCONFIRMED_STOP)
+        late = self.out.accepted_at - stamp.seconds
         if late > 0 and not s.allow_late_acceptance:
             self._fail(FailureReason.LATE_ACCEPTANCE,
                        f"goal accepted {late * 1e3:.1f} ms after the start stamp; the arms would "
@@ -216,7 +212,7 @@ class ArmRun:
     def _stop(self, handle, result_future) -> None:
         """Cancel the active goal; wait (bounded) for the cancel response and the final result."""
         ch, s = self.channel, self.settings
-        self.cancel_requested_at = self.now()
+        self._set(cancel_requested_at=self.now())
         cancel_future = handle.cancel_goal_async()
         if ch.spin_until(cancel_future.done, time.monotonic() + s.cancel_wait_s):
             response = cancel_future.result()
@@ -225,36 +221,35 @@ class ArmRun:
             # ERROR_NONE with our goal missing from goals_canceling.
             if (code == CancelGoal.Response.ERROR_NONE and response.goals_canceling) or \
                     code == CancelGoal.Response.ERROR_GOAL_TERMINATED:
-                self.cancel_acknowledged_at = self.now()
+                self._set(cancel_acknowledged_at=self.now())
             else:
-                self.error_string = (f"cancel refused by the controller (return code {code}, "
-                                     f"{len(response.goals_canceling)} goal(s) canceling)")
+                self._set(error_string=f"cancel refused by the controller (return code {code}, "
+                                       f"{len(response.goals_canceling)} goal(s) canceling)")
         else:
-            self.error_string = f"no cancel response within {s.cancel_wait_s} s"
+            self._set(error_string=f"no cancel response within {s.cancel_wait_s} s")
         if ch.spin_until(result_future.done, time.monotonic() + s.cancel_wait_s):
             self._finish(result_future.result(), stopping=True)
         else:
-            self.status, self.stop_confirmed = ArmStatus.UNCONFIRMED_STOP, False
-            self.error_string = (self.error_string + "; " if self.error_string else "") + \
-                f"no final result within {s.cancel_wait_s} s of the cancel: the arm may be moving"
+            previous = self.out.error_string + "; " if self.out.error_string else ""
+            self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
+                      error_string=previous + f"no final result within {s.cancel_wait_s} s of "
+                      "the cancel: the arm may be moving")
 
     def _finish(self, response, stopping: bool) -> None:
         result = response.result
-        self.result_at = self.now()
-        self.error_code = int(result.error_code)
-        self.error_string = result.error_string or self.error_string
-        self.stop_confirmed = True
+        self._set(result_at=self.now(), error_code=int(result.error_code),
+                  error_string=result.error_string or self.out.error_string, stop_confirmed=True)
         if response.status == GoalStatus.STATUS_SUCCEEDED and result.error_code == 0:
-            self.status = ArmStatus.SUCCEEDED
+            self._set(status=ArmStatus.SUCCEEDED)
             return
         if response.status == GoalStatus.STATUS_CANCELED:
-            self.status = ArmStatus.CANCELED
+            self._set(status=ArmStatus.CANCELED)
             reason = FailureReason.CANCELED
         elif response.status == GoalStatus.STATUS_SUCCEEDED:
-            self.status = ArmStatus.ABORTED
+            self._set(status=ArmStatus.ABORTED)
             reason = FailureReason.ERROR_CODE
         else:
-            self.status = ArmStatus.ABORTED
+            self._set(status=ArmStatus.ABORTED)
             reason = FailureReason.ABORTED
         if not stopping:
             self._fail(reason, result.error_string or f"goal ended with status {response.status}",
@@ -266,6 +261,4 @@ class ArmRun:
             self.on_feedback(self.name, msg.feedback)
 
     def report(self) -> ArmReport:
-        return ArmReport(self.status, self.error_code, self.error_string, self.goal_sent_at,
-                         self.accepted_at, self.result_at, self.cancel_requested_at,
-                         self.cancel_acknowledged_at, self.stop_confirmed)
+        return self.out
