@@ -1,6 +1,7 @@
 # mj_manipulator_ros: one-command environment, tests and demo. See README.md.
 ROS ?= kilted
-VENV ?= .venv
+# one venv per distro: .venv for the default (kilted), .venv-<distro> otherwise
+VENV ?= $(if $(filter kilted,$(ROS)),.venv,.venv-$(ROS))
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
@@ -20,4 +21,4 @@ bench: setup
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) build .pytest_cache demo_report.json
+	rm -rf .venv .venv-* build .pytest_cache demo_report.json demo_sequential_worst.png

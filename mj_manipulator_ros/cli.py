@@ -50,8 +50,9 @@ def _execute(args: argparse.Namespace) -> int:
     except MjManipulatorError as exc:  # refused by the pre-flight check: nothing was sent
         print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:  # before the arms' threads started: nothing was sent
-        print("mj-manipulator-ros execute: interrupted before any goal was sent", file=sys.stderr)
+    except KeyboardInterrupt:  # the executor handles Ctrl-C during the motion itself
+        print("mj-manipulator-ros execute: interrupted outside the motion (before any goal was "
+              "sent, or after every arm had finished)", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         executor.close()

@@ -88,5 +88,5 @@ def test_ctrl_c_cancels_every_arm(tmp_path, processes) -> None:
     assert report["status"] == "canceled"
     assert report["first_failure"]["error_string"] == "interrupted (Ctrl-C)"
     for arm in ("left", "right"):
-        assert report["arms"][arm]["status"] == "canceled"
+        assert report["arms"][arm]["status"] == "canceled", report
         assert report["arms"][arm]["stop_confirmed"] is True

@@ -160,6 +160,10 @@ def test_exception_in_arm_thread_stops_all(ros, scripted) -> None:
     assert report.first_failure.reason is FailureReason.EXCEPTION
     assert "feedback handler broke" in report.first_failure.error_string
     assert report.arms["right"].status is ArmStatus.CANCELED
+    # the arm whose thread raised had an accepted goal: it is canceled too, and confirmed
+    left = report.arms["left"]
+    assert left.status is ArmStatus.CANCELED and left.stop_confirmed
+    assert left.cancel_acknowledged_at is not None
 
 
 @pytest.mark.parametrize("n_arms", [3, 4])

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from mj_manipulator_ros.ros.selfcheck import KILTED_TYPE_HASHES, type_hashes
+from mj_manipulator_ros.ros.selfcheck import (
+    EXPECTED_TYPE_HASHES, KILTED_TYPE_HASHES, installed_distro, type_hashes)
+
+DISTRO = installed_distro()
 
 
 @pytest.mark.parametrize("type_name", sorted(KILTED_TYPE_HASHES))
 def test_type_hash_matches_upstream(type_name: str) -> None:
-    assert type_hashes()[type_name] == KILTED_TYPE_HASHES[type_name]
+    assert type_hashes()[type_name] == EXPECTED_TYPE_HASHES[DISTRO][type_name], DISTRO
 
 
 def test_result_constants() -> None:
@@ -20,11 +23,14 @@ def test_result_constants() -> None:
             r.PATH_TOLERANCE_VIOLATED, r.GOAL_TOLERANCE_VIOLATED) == (0, -1, -2, -3, -4, -5)
 
 
-def test_kilted_feedback_layout() -> None:
+def test_feedback_layout_of_the_distro() -> None:
     from control_msgs.action import FollowJointTrajectory
 
     fields = FollowJointTrajectory.Feedback.get_fields_and_field_types()
-    assert fields["index"] == "int32" and fields["multi_dof_index"] == "int32"
+    if DISTRO == "jazzy":
+        assert "index" not in fields and "multi_dof_index" not in fields
+    else:
+        assert fields["index"] == "int32" and fields["multi_dof_index"] == "int32"
     goal = FollowJointTrajectory.Goal.get_fields_and_field_types()
     assert list(goal) == ["trajectory", "multi_dof_trajectory", "path_tolerance",
                           "component_path_tolerance", "goal_tolerance",

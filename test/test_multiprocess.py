@@ -57,6 +57,8 @@ def graph(tmp_path, processes):
     sims = {arm: processes([*CLI, "sim", "--config", str(cfg), "--serve", arm])
             for arm in ("left", "right")}
     execution = processes([*CLI, "execution-node", "--config", str(cfg)])
+    for p in sims.values():  # the servers appear before the simulator has finished starting
+        processes.wait_for_line(p, "simulating arms", timeout=60)
     for p in (*sims.values(), execution):
         assert p.poll() is None
     context = rclpy.context.Context()
@@ -131,6 +133,7 @@ def test_simulator_exit_fault_and_recording(tmp_path, processes, ros) -> None:
     cfg_path = multiprocess_config(tmp_path)
     recording = tmp_path / "joint_states.jsonl"
     sim = processes([*CLI, "sim", "--config", str(cfg_path), "--record", str(recording)])
+    processes.wait_for_line(sim, "simulating arms", timeout=60)
     cfg = load_config(cfg_path)
     with MultiArmExecutor(cfg, context=ros.context) as executor:
         ok = executor.execute(small_plan(cfg_path, duration=1.0))
@@ -147,6 +150,7 @@ def test_simulator_exit_fault_and_recording(tmp_path, processes, ros) -> None:
     faulted = tmp_path / "exit.yaml"
     faulted.write_text(yaml.safe_dump(data))
     sim = processes([*CLI, "sim", "--config", str(faulted)])
+    processes.wait_for_line(sim, "simulating arms", timeout=60)
     with MultiArmExecutor(cfg, context=ros.context) as executor:
         report = executor.execute(small_plan(cfg_path, duration=2.0))
     assert sim.wait(timeout=20) == 5  # os._exit(5): the injected "controller exits" fault

@@ -92,7 +92,7 @@ def test_goal_succeeds_with_feedback(sim, client) -> None:
     last = fb[-1].feedback
     assert list(last.joint_names) == ["left_j1", "left_j2"]
     assert len(last.desired.positions) == len(last.actual.positions) == len(last.error.positions) == 2
-    assert last.index == 1
+    assert getattr(last, "index", 1) == 1  # the field exists from control_msgs 6.3 (Kilted)
 
 
 def test_invalid_goal_is_rejected(sim, client) -> None:

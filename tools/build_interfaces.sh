@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Build interfaces/control_msgs with rosidl against the ROS 2 wheels in a venv, and install it
 # into the venv's prefix (libraries in $VENV/lib, the Python package in its site-packages, the
-# type descriptions in $VENV/share/control_msgs). Usage: tools/build_interfaces.sh VENV
+# type descriptions in $VENV/share/control_msgs). Usage: tools/build_interfaces.sh VENV [ROS]
+# With ROS=jazzy the files of interfaces/overlays/jazzy replace theirs in a staged copy.
 set -euo pipefail
-VENV="${1:?usage: build_interfaces.sh VENV}"
+VENV="${1:?usage: build_interfaces.sh VENV [ROS]}"
+ROS="${2:-kilted}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="$(cd "$VENV" && pwd)"
-BUILD="$ROOT/build/interfaces/control_msgs"
+BUILD="$ROOT/build/interfaces/$ROS/control_msgs"
+SOURCE="$ROOT/interfaces/control_msgs"
+if [ -d "$ROOT/interfaces/overlays/$ROS" ]; then
+  SOURCE="$ROOT/build/interfaces/$ROS/source"
+  rm -rf "$SOURCE" && mkdir -p "$SOURCE"
+  cp -r "$ROOT/interfaces/control_msgs/." "$SOURCE/"
+  cp -r "$ROOT/interfaces/overlays/$ROS/." "$SOURCE/"
+fi
 LOG="$BUILD/build.log"
 mkdir -p "$BUILD"
 
@@ -23,7 +32,7 @@ run() {
   fi
 }
 : > "$LOG"
-run cmake -S "$ROOT/interfaces/control_msgs" -B "$BUILD" \
+run cmake -S "$SOURCE" -B "$BUILD" \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX="$PREFIX" \
   -DPython3_EXECUTABLE="$PREFIX/bin/python" \

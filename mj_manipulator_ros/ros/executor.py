@@ -142,29 +142,42 @@ class MultiArmExecutor:
             scope.on_cancel(channel.wake)
             runs[arm] = ArmRun(channel, plan[arm], scope, gate, s, self.now, plan.duration,
                                self.on_feedback)
-        threads = [threading.Thread(target=r.run, name=f"mjmr-arm-{a}", daemon=True)
-                   for a, r in runs.items()]
+        finished = _Countdown(len(runs))
+
+        done: set[str] = set()
+
+        def arm_main(arm: str, run: ArmRun) -> None:
+            try:
+                run.run()
+            finally:
+                done.add(arm)
+                finished.count_down()
+        threads = [threading.Thread(target=arm_main, args=(a, r), name=f"mjmr-arm-{a}",
+                                    daemon=True) for a, r in runs.items()]
         with self._scope_lock:
             self._scope = scope
         stamp: StartStamp | None = None
         try:
             for t in threads:
                 t.start()
-            stamp = self._open_gate(gate, scope, s)
+            try:
+                stamp = self._open_gate(gate, scope, s)
+            except KeyboardInterrupt:  # before the gate opened: nothing was sent; stop the arms
+                scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None, "interrupted (Ctrl-C)"))
             join_budget = (s.server_wait_s + 2 * s.accept_wait_s + s.start_lead_s
                            + plan.duration * s.timeout_scaling + s.timeout_margin_s
                            + 2 * s.cancel_wait_s + JOIN_SLACK_S)
-            self._join(threads, scope, join_budget)
+            self._wait(finished, threads, scope, join_budget)
         finally:
             with self._scope_lock:
                 self._scope = None
             self.current_stamp = None
         reports = {a: r.report() for a, r in runs.items()}
-        stuck = [t.name for t in threads if t.is_alive()]
-        for arm, t in zip(runs, threads):
-            if t.is_alive():  # every wait in ArmRun is bounded: this is a bug, report it loudly
+        stuck = [f"mjmr-arm-{a}" for a in runs if a not in done]
+        for arm in runs:
+            if arm not in done:  # every wait in ArmRun is bounded: this is a bug, report it loudly
                 reports[arm] = ArmReport(ArmStatus.UNCONFIRMED_STOP, None,
-                                         f"arm thread {t.name} did not end", stop_confirmed=False)
+                                         f"arm thread mjmr-arm-{arm} did not end", stop_confirmed=False)
         if stuck and scope.failure is None:
             scope.fail(Failure(None, FailureReason.EXCEPTION, None, f"threads did not end: {stuck}"))
         return ExecutionReport(_overall(reports, scope.failure),
@@ -188,21 +201,25 @@ class MultiArmExecutor:
         gate.open(stamp)
         return stamp
 
-    def _join(self, threads: list[threading.Thread], scope: CancelScope, budget: float) -> None:
-        """Join every arm thread within ``budget`` s. Ctrl-C (KeyboardInterrupt in this thread)
-        cancels every arm and keeps joining; the report then says ``canceled`` with the reason
-        "interrupted (Ctrl-C)"."""
+    def _wait(self, finished: "_Countdown", threads: list[threading.Thread], scope: CancelScope,
+              budget: float) -> None:
+        """Wait (within ``budget`` s) until every arm thread has finished, then join them.
+
+        Ctrl-C (KeyboardInterrupt in this thread) cancels every arm and keeps waiting; the report
+        then says ``canceled`` with the reason "interrupted (Ctrl-C)". The wait is on a condition
+        the arm threads signal, never an interrupted ``Thread.join`` (after a KeyboardInterrupt
+        inside ``join``, CPython may report a running thread as finished: bpo-21822)."""
         deadline = time.monotonic() + budget
-        for t in threads:
-            while t.is_alive():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    t.join(remaining)
-                except KeyboardInterrupt:
-                    scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
-                                       "interrupted (Ctrl-C)"))
+        while True:
+            try:
+                finished.wait(max(0.0, deadline - time.monotonic()))
+                break
+            except KeyboardInterrupt:
+                scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
+                                   "interrupted (Ctrl-C)"))
+        if finished.done:  # every arm has returned: the joins are immediate
+            for t in threads:
+                t.join(1.0)
 
     def close(self) -> None:
         """Destroy every node (and the owned context). Idempotent."""
@@ -220,6 +237,28 @@ class MultiArmExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Countdown:
+    """Counts finished arm threads; waiting on it is safe to interrupt with Ctrl-C."""
+
+    def __init__(self, n: int) -> None:
+        self._left = n
+        self._cond = threading.Condition()
+
+    def count_down(self) -> None:
+        with self._cond:
+            self._left -= 1
+            self._cond.notify_all()
+
+    @property
+    def done(self) -> bool:
+        with self._cond:
+            return self._left <= 0
+
+    def wait(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._left <= 0, timeout)
 
 
 def _executor_for(node: Node) -> SingleThreadedExecutor:

@@ -23,7 +23,7 @@ from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
-#: Upstream type hashes of control_msgs/action/FollowJointTrajectory (control_msgs >= 6.3, Kilted).
+#: Upstream type hashes of control_msgs/action/FollowJointTrajectory, per distro layout.
 KILTED_TYPE_HASHES = {
     "control_msgs/action/FollowJointTrajectory":
         "RIHS01_ff29901b2693f5deb847e96084a1c2cdb26e70b7c847be21859b70a55fb29cf0",
@@ -32,6 +32,21 @@ KILTED_TYPE_HASHES = {
     "control_msgs/action/FollowJointTrajectory_Result":
         "RIHS01_8002e99ed2c14c6faa522f2a93c26d744c5982f254f9e98ff9c6f19789bdb220",
 }
+JAZZY_TYPE_HASHES = {
+    **KILTED_TYPE_HASHES,  # Goal and Result are the same; the Feedback lacks the index fields
+    "control_msgs/action/FollowJointTrajectory":
+        "RIHS01_738ebcb7a2d7cfa42f9f1001cc99ce3a4383d1cfe508015d9be8485e4b1c66f6",
+}
+EXPECTED_TYPE_HASHES = {"kilted": KILTED_TYPE_HASHES, "jazzy": JAZZY_TYPE_HASHES}
+
+
+def installed_distro() -> str:
+    """The ROS 2 distro this environment was set up for (make setup writes .venv/.mjmr-ros),
+    else $ROS_DISTRO, else "kilted"."""
+    marker = Path(sys.prefix) / ".mjmr-ros"
+    if marker.is_file():
+        return marker.read_text().strip()
+    return os.environ.get("ROS_DISTRO", "kilted")
 
 
 def interface_description_path(package: str = "control_msgs",
@@ -150,7 +165,8 @@ def run_selfcheck(timeout: float = 10.0) -> SelfCheckReport:
             cancel_accepted=len(cancel_future.result().goals_canceling) == 1,
             canceled_status=int(result2.result().status),
             round_trip_s=round_trip,
-            type_hash_matches=all(hashes.get(k) == v for k, v in KILTED_TYPE_HASHES.items())
+            type_hash_matches=all(hashes.get(k) == v for k, v in
+                                  EXPECTED_TYPE_HASHES.get(installed_distro(), KILTED_TYPE_HASHES).items())
             and result2.result().status == GoalStatus.STATUS_CANCELED,
         )
 

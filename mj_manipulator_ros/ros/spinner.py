@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from rclpy.executors import Executor
 
@@ -40,13 +42,29 @@ class BackgroundSpinner:
         Raises:
             TimeoutError: the spin thread did not end within ``timeout`` seconds.
         """
+        deadline = time.monotonic() + timeout
         self.executor.shutdown(timeout_sec=timeout)
-        self._thread.join(timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
         if self._thread.is_alive():
             raise TimeoutError(f"spin thread {self._thread.name!r} did not stop within {timeout} s")
+        _stop_worker_pool(self.executor, deadline)
+
 
     def __enter__(self) -> "BackgroundSpinner":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _stop_worker_pool(executor: Executor, deadline: float) -> None:
+    """MultiThreadedExecutor.shutdown() stops its worker pool from Kilted's rclpy on; Humble's
+    and Jazzy's leave the pool's threads running. Stop and join them (bounded) either way."""
+    pool = getattr(executor, "_executor", None)
+    if not isinstance(pool, ThreadPoolExecutor):
+        return
+    pool.shutdown(wait=False, cancel_futures=True)
+    for thread in list(getattr(pool, "_threads", ())):
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            raise TimeoutError(f"executor worker {thread.name!r} did not stop in time")

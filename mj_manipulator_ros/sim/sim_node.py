@@ -179,7 +179,8 @@ class SimArmServer:
             fb.error = JointTrajectoryPoint(
                 positions=(ticket.desired - ticket.actual).tolist(),
                 velocities=(ticket.desired_velocity - ticket.actual_velocity).tolist())
-            fb.index = ticket.index
+            if hasattr(fb, "index"):  # control_msgs >= 6.3 (Kilted); not in Jazzy's layout
+                fb.index = ticket.index
         goal_handle.publish_feedback(fb)
 
     def destroy(self) -> None:
