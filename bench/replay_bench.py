@@ -13,7 +13,6 @@ import os
 import time
 
 import mujoco
-import numpy as np
 
 from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.plan_io import load_plan

@@ -13,7 +13,7 @@ import yaml
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil.runner import run_hil
-from mj_manipulator_ros.hil.stages import load_protocol, render_checklist, stages_file
+from mj_manipulator_ros.hil.stages import load_protocol, render_checklist
 from mj_manipulator_ros.resources import config_file
 
 ROOT = Path(__file__).resolve().parents[1]

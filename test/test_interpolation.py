@@ -8,7 +8,7 @@ import pytest
 from factories import make_plan
 from mj_manipulator_ros.core.interpolation import (
     Interpolation, evaluate, resample_to_common_grid, sample, segment_coefficients)
-from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.plan import MultiArmPlan
 
 
 def reference_quintic(p0, v0, a0, p1, v1, a1, T):

@@ -120,7 +120,6 @@ def test_arm_environment_only_on_request(tmp_path) -> None:
 
 def test_mujoco_filters_are_respected(tmp_path) -> None:
     """contype/conaffinity = 0 on the right arm: its geoms collide with nothing."""
-    arm = tmp_path / "arm.xml"
     checker, scene = checker_for(scene_config(tmp_path))
     plan = plan_of(SWING, STILL, T)
     assert not checker.check(plan).collision_free

@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional
 
 import mujoco
 import numpy as np
@@ -321,7 +321,6 @@ class PlanReplayChecker:
         return found, uncertified, extra
 
     def _report(self, mode, times, states, clearance, between, uncertified, extra, continuous):
-        n_arms = len(self.arm_names)
         colliding = [k for k, s in enumerate(states) if s.hits]
         hits = [(times[k], s) for k, s in enumerate(states) if s.hits] + list(between)
         pairs: dict[tuple, dict] = {}

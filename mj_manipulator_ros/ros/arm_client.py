@@ -32,7 +32,7 @@ from rclpy.node import Node
 from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus
-from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
+from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate
 from mj_manipulator_ros.ros.conversion import trajectory_msg
 
 #: Discovery poll period (s): rclpy has no event for "action server appeared".

@@ -26,7 +26,6 @@ import argparse
 import enum
 import os
 import threading
-import time
 from dataclasses import dataclass
 
 import rclpy
