@@ -11,6 +11,7 @@ from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 
+from action_helpers import result, send
 from factories import make_config, make_plan
 from mj_manipulator_ros.core.report import ArmStatus
 from mj_manipulator_ros.ros.conversion import trajectory_msg
@@ -71,25 +72,12 @@ def combined_goal(arms=("left", "right"), duration=0.6, extra_joint=None):
     return goal
 
 
-def send(client, client_exec, goal, feedback=None):
-    future = client.send_goal_async(goal, feedback_callback=feedback)
-    client_exec.spin_until_future_complete(future, timeout_sec=10.0)
-    return future.result()
-
-
-def result_of(client_exec, handle, timeout=15.0):
-    future = handle.get_result_async()
-    client_exec.spin_until_future_complete(future, timeout_sec=timeout)
-    assert future.done()
-    return future.result()
-
-
 def test_splits_14_joints_into_two_synchronized_goals(combined) -> None:
     client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"})
     feedback = []
     handle = send(client, client_exec, combined_goal(), feedback.append)
     assert handle.accepted
-    outcome = result_of(client_exec, handle)
+    outcome = result(client_exec, handle)
     assert outcome.status == GoalStatus.STATUS_SUCCEEDED and outcome.result.error_code == 0
     left, right = ctl["left"].goals[0], ctl["right"].goals[0]
     assert left.joint_names == tuple(f"left_j{k}" for k in range(7))
@@ -107,7 +95,7 @@ def test_cancel_of_combined_goal_cancels_every_arm(combined) -> None:
         client_exec.spin_once(timeout_sec=0.05)
     cancel = handle.cancel_goal_async()
     client_exec.spin_until_future_complete(cancel, timeout_sec=10.0)
-    outcome = result_of(client_exec, handle)
+    outcome = result(client_exec, handle)
     assert outcome.status == GoalStatus.STATUS_CANCELED
     report = server.last_report
     for arm in ("left", "right"):
@@ -118,7 +106,7 @@ def test_cancel_of_combined_goal_cancels_every_arm(combined) -> None:
 def test_failure_names_the_arm(combined) -> None:
     client, client_exec, ctl, server = combined({"left": "succeed", "right": ("abort_after", 0.1)})
     handle = send(client, client_exec, combined_goal(duration=2.0))
-    outcome = result_of(client_exec, handle)
+    outcome = result(client_exec, handle)
     assert outcome.status == GoalStatus.STATUS_ABORTED
     assert outcome.result.error_code == FollowJointTrajectory.Result.PATH_TOLERANCE_VIOLATED
     assert outcome.result.error_string.startswith("arm 'right': aborted")
@@ -135,5 +123,5 @@ def test_goal_with_joint_of_no_arm_is_rejected(combined) -> None:
 def test_one_arm_goal_runs_only_that_arm(combined) -> None:
     client, client_exec, ctl, _ = combined({"left": "succeed", "right": "succeed"})
     handle = send(client, client_exec, combined_goal(arms=("right",)))
-    assert result_of(client_exec, handle).status == GoalStatus.STATUS_SUCCEEDED
+    assert result(client_exec, handle).status == GoalStatus.STATUS_SUCCEEDED
     assert ctl["left"].goals == [] and len(ctl["right"].goals) == 1

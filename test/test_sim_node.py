@@ -19,6 +19,7 @@ from mj_manipulator_ros.core.report import ArmStatus
 from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from mj_manipulator_ros.sim.sim_node import SimNode
+from action_helpers import result, send
 from tiny_arm import tiny_config
 
 
@@ -64,19 +65,6 @@ def make_goal(arm="left", points=((0.5, (0.3, -0.2)), (1.0, (0.5, 0.3))), joints
         p.time_from_start.sec, p.time_from_start.nanosec = int(t), int(round((t % 1) * 1e9))
         goal.trajectory.points.append(p)
     return goal
-
-
-def send(c, ex, goal, feedback=None):
-    f = c.send_goal_async(goal, feedback_callback=feedback)
-    ex.spin_until_future_complete(f, timeout_sec=10.0)
-    return f.result()
-
-
-def result(ex, handle, timeout=20.0):
-    f = handle.get_result_async()
-    ex.spin_until_future_complete(f, timeout_sec=timeout)
-    assert f.done(), "no result"
-    return f.result()
 
 
 def test_goal_succeeds_with_feedback(sim, client) -> None:
