@@ -65,6 +65,7 @@ def test_installed_data_files_cover_launch_config_plans_hil() -> None:
     files = installed_files()
     for expected in ["launch/real.launch.py", "launch/sim.launch.py", "config/openarm_bimanual.yaml",
                      "config/sim_openarm.yaml", "config/plans/openarm_crossing.yaml",
+                     "config/plans/openarm_wave.yaml",
                      "package.xml", "resource/mj_manipulator_ros"]:
         assert expected in files, expected
     assert any(f.startswith("hil/") for f in files)
