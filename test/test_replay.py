@@ -251,3 +251,12 @@ def test_preflight_refuses_colliding_plan_and_sends_nothing(tmp_path, ros, scrip
         ok = executor.execute(plan_of(SWING, AWAY, T).time_scaled(2.0))
     assert ctl["left"].goals and len(ctl["left"].goals) == 1  # only the clear plan was sent
     assert ok.succeeded
+
+
+def test_timeline_with_holds() -> None:
+    plan = plan_of(SWING, AWAY, T)
+    tl = build_timeline(plan.subset(["left"]), "synchronized").with_holds({"right": np.array([0.3, -0.2])})
+    assert np.allclose(tl.positions["right"], [0.3, -0.2]) and tl.positions["right"].shape == (21, 2)
+    assert np.allclose(tl.pose_at(0.75)["right"], [0.3, -0.2])
+    assert np.allclose(tl.pose_at(0.75)["left"], build_timeline(plan, "synchronized").pose_at(0.75)["left"])
+    assert np.all(tl.speed_bound(0.0, 1.0)["right"] == 0.0)

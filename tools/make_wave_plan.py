@@ -18,7 +18,7 @@ from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan, save_plan
-from mj_manipulator_ros.core.replay_timeline import Timeline, build_timeline
+from mj_manipulator_ros.core.replay_timeline import build_timeline
 from mj_manipulator_ros.core.validation import validate_plan
 from mj_manipulator_ros.preflight import scene_checker
 
@@ -28,14 +28,6 @@ SEGMENT_S = 1.5
 #: per arm: joint offsets (rad) of the "open" pose from ready; the right arm mirrors joints 1-3
 OPEN = np.array([-0.25, -0.3, -0.2, -0.35, 0.0, 0.0, 0.0])
 MIRROR = np.array([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0, 1.0])
-
-
-def alone(plan: MultiArmPlan, arm: str, others: dict) -> Timeline:
-    own = build_timeline(plan.subset([arm]), "synchronized")
-    positions = {**own.positions, **{a: np.repeat(q[None], len(own), 0) for a, q in others.items()}}
-    return Timeline(own.times, positions, lambda t: {**own.pose_at(t), **others},
-                    lambda ta, tb: {**own.speed_bound(ta, tb),
-                                    **{a: np.zeros_like(q) for a, q in others.items()}})
 
 
 def main() -> None:
@@ -66,7 +58,8 @@ def main() -> None:
     reports = {"synchronized": checker.check(plan)}
     for arm in plan.arm_names:
         others = {a: ready[a] for a in plan.arm_names if a != arm}
-        reports[f"{arm} alone"] = checker.check(timeline=alone(plan, arm, others), mode="recorded")
+        timeline = build_timeline(plan.subset([arm]), "synchronized").with_holds(others)
+        reports[f"{arm} alone"] = checker.check(timeline=timeline, mode="recorded")
     for label, report in reports.items():
         print(f"{label}: {report.summary().splitlines()[0]}")
         if not report.collision_free:

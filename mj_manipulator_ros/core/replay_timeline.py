@@ -57,6 +57,18 @@ class Timeline:
     def __len__(self) -> int:
         return int(self.times.size)
 
+    def with_holds(self, holds: Mapping[str, np.ndarray]) -> "Timeline":
+        """This timeline plus arms that hold still at the given poses (J,) throughout."""
+        holds = {a: np.asarray(q, dtype=float) for a, q in holds.items()}
+        positions = {**self.positions,
+                     **{a: np.repeat(q[None], len(self), 0) for a, q in holds.items()}}
+        pose_at, speed_bound = self.pose_at, self.speed_bound
+        return Timeline(
+            self.times, positions,
+            None if pose_at is None else (lambda t: {**pose_at(t), **holds}),
+            None if speed_bound is None else (
+                lambda ta, tb: {**speed_bound(ta, tb), **{a: np.zeros_like(q) for a, q in holds.items()}}))
+
 
 class _PlanMotion:
     """pose_at / speed_bound of a plan whose arms start at given times.

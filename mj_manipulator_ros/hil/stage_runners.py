@@ -179,14 +179,10 @@ def approach(session, plan: MultiArmPlan, arms) -> Optional[str]:
 
 def _with_holds(session, plan: MultiArmPlan):
     """A timeline of ``plan`` with every other configured arm holding its measured pose."""
-    from mj_manipulator_ros.core.replay_timeline import Timeline, build_timeline
+    from mj_manipulator_ros.core.replay_timeline import build_timeline
 
-    own = build_timeline(plan, "synchronized")
-    holds = {a: session.pose(a) for a in session.config.arm_names if a not in plan.arms}
-    positions = {**own.positions, **{a: np.repeat(q[None], len(own), 0) for a, q in holds.items()}}
-    return Timeline(own.times, positions, lambda t: {**own.pose_at(t), **holds},
-                    lambda ta, tb: {**own.speed_bound(ta, tb),
-                                    **{a: np.zeros_like(q) for a, q in holds.items()}})
+    return build_timeline(plan, "synchronized").with_holds(
+        {a: session.pose(a) for a in session.config.arm_names if a not in plan.arms})
 
 
 def _report_detail(report: ExecutionReport) -> str:
