@@ -189,3 +189,21 @@ def test_executor_peer_stopped_by_sim_fault(sim, ros, tmp_path) -> None:
     left = report.arms["left"]
     assert left.status is ArmStatus.CANCELED and left.stop_confirmed
     assert node.arms["left"].tickets[0].outcome == "canceled"
+
+
+def test_goals_end_when_the_simulator_closes(sim, client) -> None:
+    """A goal that starts, or is running, while the simulator closes is ended, never left
+    waiting for a physics thread that has stopped (that would hang the executor's shutdown)."""
+    node = sim()
+    get, ex, _ = client
+    running = send(get(), ex, make_goal(points=((5.0, (1.0, 1.0)),)))
+    node.arms["right"].closing.set()  # as close() does first
+    late = send(get("right"), ex, make_goal("right"))
+    r = result(ex, late, timeout=5.0)
+    assert r.status == GoalStatus.STATUS_ABORTED
+    assert r.result.error_string == "simulator shutting down"
+    t0 = time.monotonic()
+    node.close()  # with the left goal still running
+    assert time.monotonic() - t0 < 10.0
+    node.close = lambda: None  # the fixture's close is already done
+    assert running.accepted

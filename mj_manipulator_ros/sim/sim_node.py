@@ -32,6 +32,7 @@ import uuid
 from typing import Optional
 
 import rclpy
+from builtin_interfaces.msg import Time
 from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -53,8 +54,7 @@ from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig
 Result = FollowJointTrajectory.Result
 
 
-def _stamp(seconds: float):
-    from builtin_interfaces.msg import Time
+def _stamp(seconds: float) -> Time:
     ns = int(round(seconds * 1e9))
     return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
@@ -69,6 +69,7 @@ class SimArmServer:
         self._by_goal: dict[bytes, GoalTicket] = {}
         self._lock = threading.Lock()
         self._reject_armed = self.follower.faults.reject_next_goal
+        self.closing = threading.Event()  # set by SimNode.close: every goal ends, none starts
         self._server = ActionServer(
             node, FollowJointTrajectory, arm.action_name, self._execute,
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
@@ -127,6 +128,9 @@ class SimArmServer:
         return CancelResponse.ACCEPT  # always (unless faulted), as joint_trajectory_controller
 
     def _execute(self, goal_handle) -> Result:
+        if self.closing.is_set():
+            goal_handle.abort()
+            return Result(error_code=Result.INVALID_GOAL, error_string="simulator shutting down")
         reason, goal = self._check(goal_handle.request)
         if reason:  # became invalid between acceptance and execution (e.g. now in the past)
             goal_handle.abort()
@@ -147,7 +151,7 @@ class SimArmServer:
                         self.shared.controller_time() >= ticket.started_at + exit_after:
                     self.node.get_logger().error(f"{self.arm.name}: exiting (injected fault)")
                     os._exit(5)
-                if not self.node.context.ok():
+                if self.closing.is_set() or not self.node.context.ok():
                     break
             self._publish_feedback(goal_handle, ticket)
         finally:
@@ -266,6 +270,8 @@ class SimNode:
 
     def close(self) -> None:
         """Stop physics, end running goals, destroy the node (and the owned context)."""
+        for server in self.arms.values():  # before physics stops: no goal may wait for it
+            server.closing.set()
         self.shared.stop()
         for ticket_list in (s.tickets for s in self.arms.values()):
             for t in ticket_list:
