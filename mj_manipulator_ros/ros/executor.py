@@ -144,14 +144,11 @@ class MultiArmExecutor:
                                self.on_feedback)
         finished = _Countdown(len(runs))
 
-        done: set[str] = set()
-
         def arm_main(arm: str, run: ArmRun) -> None:
             try:
                 run.run()
             finally:
-                done.add(arm)
-                finished.count_down()
+                finished.count_down(arm)
         threads = [threading.Thread(target=arm_main, args=(a, r), name=f"mjmr-arm-{a}",
                                     daemon=True) for a, r in runs.items()]
         with self._scope_lock:
@@ -173,9 +170,9 @@ class MultiArmExecutor:
                 self._scope = None
             self.current_stamp = None
         reports = {a: r.report() for a, r in runs.items()}
-        stuck = [f"mjmr-arm-{a}" for a in runs if a not in done]
+        stuck = [f"mjmr-arm-{a}" for a in runs if a not in finished.names]
         for arm in runs:
-            if arm not in done:  # every wait in ArmRun is bounded: this is a bug, report it loudly
+            if arm not in finished.names:  # every wait in ArmRun is bounded: this is a bug, report it loudly
                 reports[arm] = ArmReport(ArmStatus.UNCONFIRMED_STOP, None,
                                          f"arm thread mjmr-arm-{arm} did not end", stop_confirmed=False)
         if stuck and scope.failure is None:
@@ -240,14 +237,16 @@ class MultiArmExecutor:
 
 
 class _Countdown:
-    """Counts finished arm threads; waiting on it is safe to interrupt with Ctrl-C."""
+    """The arm threads that have finished; waiting on it is safe to interrupt with Ctrl-C."""
 
     def __init__(self, n: int) -> None:
         self._left = n
         self._cond = threading.Condition()
+        self.names: set[str] = set()
 
-    def count_down(self) -> None:
+    def count_down(self, name: str) -> None:
         with self._cond:
+            self.names.add(name)
             self._left -= 1
             self._cond.notify_all()
 

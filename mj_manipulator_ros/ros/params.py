@@ -12,6 +12,7 @@ def parameter_overrides(context) -> dict:
     node = rclpy.create_node(f"mjmr_params_{uuid.uuid4().hex[:6]}", context=context,
                              automatically_declare_parameters_from_overrides=True)
     try:
-        return {name: p.value for name, p in node._parameters.items()}
+        names = node.list_parameters([], 0).names  # every parameter, any depth
+        return {p.name: p.value for p in node.get_parameters(names)}
     finally:
         node.destroy_node()

@@ -120,9 +120,10 @@ class SharedModel:
             if self._thread.is_alive():
                 raise TimeoutError(f"physics thread did not stop within {timeout} s")
 
-    def step_cycle(self) -> Snapshot:
+    def step_cycle(self) -> Optional[Snapshot]:
         """One control cycle: controllers, then physics steps. Physics thread only (or a test
-        driving the model synchronously with no thread started)."""
+        driving the model synchronously with no thread started). Returns the snapshot given to
+        the observers due this cycle, or None when none was due."""
         m, d = self.model, self.data
         with self.lock:
             now = self._clock(float(d.time))
@@ -137,12 +138,12 @@ class SharedModel:
             for _ in range(self.steps_per_cycle):
                 mujoco.mj_step(m, d)
             self.cycles += 1
-            snap = self._snapshot_locked() if self._observers else None
-        if snap is not None:
-            for obs in self._observers:
-                if snap.sim_time + 1e-12 >= obs[1]:
-                    obs[1] = snap.sim_time + obs[0]
-                    obs[2](snap)
+            now_sim = float(d.time)
+            due = [obs for obs in self._observers if now_sim + 1e-12 >= obs[1]]
+            snap = self._snapshot_locked() if due else None  # copy only when someone needs it
+        for obs in due:
+            obs[1] = now_sim + obs[0]
+            obs[2](snap)
         return snap
 
     def _loop(self) -> None:
