@@ -45,7 +45,7 @@ setup(
     entry_points={
         "console_scripts": [
             "mj-manipulator-ros = mj_manipulator_ros.cli:main",
-            "execution_node = mj_manipulator_ros.ros.execution_node:main",
+            "execution_node = mj_manipulator_ros.apps.execution_node:main",
             "sim_node = mj_manipulator_ros.sim.sim_node:main",
             "scripted_controller = mj_manipulator_ros.ros.scripted_controller:main",
         ],

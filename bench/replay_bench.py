@@ -16,11 +16,10 @@ import mujoco
 
 from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.plan_io import load_plan
-from mj_manipulator_ros.core.replay_checker import PlanReplayChecker
-from mj_manipulator_ros.core.replay_timeline import build_timeline
+from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
+from mj_manipulator_ros.check.timeline import build_timeline
 from mj_manipulator_ros.resources import config_file, share_dir
-from mj_manipulator_ros.sim.scene import Scene
-from mj_manipulator_ros.sim.sim_config import sim_config
+from mj_manipulator_ros.model.scene import scene_for
 
 
 def best_of(fn, repeats=3):
@@ -37,7 +36,7 @@ def main() -> None:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     config = load_config(config_file("sim_openarm.yaml"))
     plan = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
-    scene = Scene.from_config(sim_config(config))
+    scene = scene_for(config)
     checker = PlanReplayChecker.from_scene(scene)
     tl = build_timeline(plan, "synchronized")
     n = len(tl)

@@ -28,7 +28,6 @@ from mj_manipulator_ros.core.config import load_config  # noqa: E402
 from mj_manipulator_ros.core.plan_io import load_plan  # noqa: E402
 from mj_manipulator_ros.resources import config_file, share_dir  # noqa: E402
 from mj_manipulator_ros.sim.goal import GoalRequest, check_goal  # noqa: E402
-from mj_manipulator_ros.sim.scene import Scene  # noqa: E402
 from mj_manipulator_ros.sim.shared_model import SharedModel  # noqa: E402
 from mj_manipulator_ros.sim.sim_config import sim_config  # noqa: E402
 
@@ -38,7 +37,7 @@ def real_time_factor(seconds: float = 5.0) -> dict:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
     plan = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
-    scene = Scene.from_config(cfg)
+    scene = cfg.build_scene()
     # bare mj_step bound
     data = scene.initial_data()
     n = 5000
@@ -47,13 +46,13 @@ def real_time_factor(seconds: float = 5.0) -> dict:
         mujoco.mj_step(scene.model, data)
     bare_steps = n / (time.perf_counter() - t0)
     # the simulator with both controllers following the plan
-    shared = SharedModel(scene)
+    shared = SharedModel(scene, cfg.sim)
     for arm, traj in plan.arms.items():
         req = GoalRequest(traj.joint_names, traj.times.tolist(), traj.positions.tolist(),
                           traj.velocities.tolist(), [[] for _ in traj.times], 0.0)
         reason, goal = check_goal(req, traj.joint_names, 0.0, cfg.sim.tolerances)
         assert reason is None, reason
-        shared.followers[arm].submit(goal)
+        shared.controllers[arm].submit(goal)
     cycles = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:

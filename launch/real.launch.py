@@ -3,10 +3,10 @@
     ros2 launch mj_manipulator_ros real.launch.py [config:=FILE] [start_lead_s:=0.25]
         [preflight_check:=true] [use_sim_time:=false]
 
-Every decision is in mj_manipulator_ros.bringup.nodes_for (tested without launch).
+Every decision is in mj_manipulator_ros.bringup.nodes.nodes_for (tested without launch).
 """
 
-from mj_manipulator_ros.launch_support import generate
+from mj_manipulator_ros.bringup.launch import generate
 
 
 def generate_launch_description():

@@ -19,17 +19,20 @@ def _selfcheck(_args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace) -> int:
-    from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.check.preflight import preflight_for
+    from mj_manipulator_ros.core import overrides
+    from mj_manipulator_ros.core.config import ExecutionSettings
     from mj_manipulator_ros.core.errors import MjManipulatorError
     from mj_manipulator_ros.core.plan_io import load_plan
     from mj_manipulator_ros.core.sync import FailureReason
     from mj_manipulator_ros.core.validation import validate_plan
+    from mj_manipulator_ros.model.limits import load_config_with_model
     from mj_manipulator_ros.ros.executor import MultiArmExecutor
 
     try:
-        config = load_config(args.config)
-        if args.lead is not None:
-            config = config.with_execution(start_lead_s=args.lead)
+        config = load_config_with_model(args.config)
+        config = config.with_execution(**overrides.check(
+            ExecutionSettings, overrides.from_arguments(args, ExecutionSettings), "command line"))
         plan = load_plan(args.plan)
         if args.speed is not None:
             plan = plan.time_scaled(args.speed)
@@ -38,7 +41,7 @@ def _execute(args: argparse.Namespace) -> int:
         print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        executor = MultiArmExecutor(config)
+        executor = MultiArmExecutor(config, preflight=preflight_for(config))
     except MjManipulatorError as exc:
         print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -68,7 +71,7 @@ def _execute(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mj_manipulator_ros.demo import run_demo, summary
+    from mj_manipulator_ros.apps.demo import run_demo, summary
 
     doc = run_demo(Path(args.config) if args.config else None,
                    Path(args.plan) if args.plan else None, Path(args.out), args.speed, args.view)
@@ -89,15 +92,15 @@ def _check_plan(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.check.preflight import scene_checker
+    from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
     from mj_manipulator_ros.core.errors import MjManipulatorError
     from mj_manipulator_ros.core.plan_io import load_plan
-    from mj_manipulator_ros.core.replay_timeline import load_recording, timeline_from_recording
     from mj_manipulator_ros.core.validation import validate_plan
-    from mj_manipulator_ros.preflight import scene_checker
+    from mj_manipulator_ros.model.limits import load_config_with_model
 
     try:
-        config = load_config(args.config)
+        config = load_config_with_model(args.config)
         skews = {}
         for item in args.skew:
             arm, _, value = item.partition("=")
@@ -125,10 +128,10 @@ def _check_plan(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     print(report.to_json() if args.json else report.summary())
     if args.image:
-        from mj_manipulator_ros.replay_render import render_worst
+        from mj_manipulator_ros.check.render import render_worst
         render_worst(checker, report, timeline or plan, Path(args.image), skews)
     if args.plot:
-        from mj_manipulator_ros.replay_render import plot_clearance
+        from mj_manipulator_ros.check.render import plot_clearance
         plot_clearance([report], Path(args.plot))
     return EXIT_OK if report.collision_free else EXIT_FAILED
 
@@ -147,12 +150,15 @@ def _hil(args: argparse.Namespace) -> int:
 
 
 def _execution_node(args: argparse.Namespace) -> int:
-    from mj_manipulator_ros.ros.execution_node import run_node
+    from mj_manipulator_ros.apps.execution_node import run_node
 
     return run_node(["mj-manipulator-ros", *args.ros_args], config_path=args.config)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mj_manipulator_ros.core import overrides
+    from mj_manipulator_ros.core.config import ExecutionSettings
+
     parser = argparse.ArgumentParser(
         prog="mj-manipulator-ros",
         description="Synchronized multi-arm execution, MuJoCo simulation and HIL bring-up.")
@@ -179,10 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("execute", help="run a plan file on live controllers, synchronized")
     p.add_argument("plan", help="plan file (.yaml/.yml/.json), see docs/files.md")
     p.add_argument("--config", required=True, help="executor configuration (YAML)")
-    p.add_argument("--lead", type=float, help="start stamp lead, s (overrides the config)")
     p.add_argument("--speed", type=float, help="speed factor, e.g. 0.1 for 10 %% speed")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--record", help="write /joint_states during the execution to this file")
+    overrides.add_arguments(p, ExecutionSettings)
     p.set_defaults(func=_execute)
 
     p = sub.add_parser("check-plan", help="replay a plan through the MuJoCo scene; check collisions")

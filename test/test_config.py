@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mj_manipulator_ros.core.config import config_from_mapping, load_config
@@ -53,16 +54,29 @@ def test_load_names_file(tmp_path) -> None:
 
 
 def test_limits_from_the_model() -> None:
-    from mj_manipulator_ros.resources import config_file
     import yaml
+
+    from mj_manipulator_ros.core.errors import UnresolvedLimitsError
+    from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+    from mj_manipulator_ros.core.validation import validate_plan
+    from mj_manipulator_ros.model.limits import with_model_limits
+    from mj_manipulator_ros.resources import config_file
 
     data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
     data["arms"][0]["joint_limits"] = "from_model"
     data["arms"][0]["max_velocity"] = 1.5
-    cfg = config_from_mapping(data)
+    plain = config_from_mapping(data)  # plain values: the model is not read here
+    assert plain.arm("left").limits_from_model and not plain.arm("left").joint_limits
+    # a plan is never validated against limits that were not read: refused, naming the arm
+    joints = plain.arm("left").joint_names
+    plan = MultiArmPlan({"left": ArmTrajectory(joints, np.array([0.0, 1.0]), np.zeros((2, 7)))})
+    with pytest.raises(UnresolvedLimitsError, match="arm 'left'.*from_model"):
+        validate_plan(plan, plain)
+    cfg = with_model_limits(plain)
     lim = cfg.arm("left").joint_limits["openarm_left_joint4"]
     assert (lim.lower, lim.upper, lim.velocity) == pytest.approx((0.0, 2.44346, 1.5), abs=1e-4)
     assert cfg.arm("right").joint_limits["openarm_right_joint4"].upper == 2.4434  # as written
+    assert not cfg.arm("left").limits_from_model
     del data["scene"]
     with pytest.raises(ConfigError, match="from_model needs a 'scene' section"):
-        config_from_mapping(data)
+        with_model_limits(config_from_mapping(data))

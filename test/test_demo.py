@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from mj_manipulator_ros.demo import run_demo, summary
+from mj_manipulator_ros.apps.demo import run_demo, summary
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from mj_manipulator_ros.sim.goal import GoalRequest, ToleranceRequest, check_goal
-from mj_manipulator_ros.sim.scene import Scene
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from tiny_arm import tiny_config
 
@@ -17,15 +16,15 @@ J = ("left_j1", "left_j2")
 @pytest.fixture
 def sim(tmp_path):
     config = tiny_config(tmp_path)
-    return SharedModel(Scene.from_config(config))
+    return SharedModel.from_config(config)
 
 
 def goal(sim, times, positions, velocities=(), stamp=0.0, **kw):
     req = GoalRequest(J, list(times), [list(p) for p in positions], [list(v) for v in velocities]
                       or [[] for _ in times], [[] for _ in times], stamp, **kw)
-    reason, g = check_goal(req, J, sim.controller_time(), sim.scene.config.sim.tolerances)
+    reason, g = check_goal(req, J, sim.controller_time(), sim.settings.tolerances)
     assert reason is None, reason
-    return sim.followers["left"].submit(g)
+    return sim.controllers["left"].submit(g)
 
 
 def run_until_done(sim, ticket, max_cycles=5000):
@@ -89,7 +88,7 @@ def test_trajectory_entirely_in_the_past_is_rejected(sim) -> None:
         sim.step_cycle()
     req = GoalRequest(J, [0.0, 0.5], [[0, 0], [0.1, 0.1]], [[], []], [[], []],
                       sim.controller_time() - 1.0)
-    reason, g = check_goal(req, J, sim.controller_time(), sim.scene.config.sim.tolerances)
+    reason, g = check_goal(req, J, sim.controller_time(), sim.settings.tolerances)
     assert g is None and "ends in the past" in reason
 
 
@@ -121,11 +120,11 @@ def test_cancel_holds_measured_position_within_one_cycle(sim) -> None:
     t = goal(sim, [2.0], [[1.0, -1.0]])
     for _ in range(250):
         sim.step_cycle()
-    sim.followers["left"].cancel(t)
+    sim.controllers["left"].cancel(t)
     measured = q(sim)
     sim.step_cycle()
     assert t.done.is_set() and t.outcome == "canceled" and t.error_code == 0
-    held = sim.scene.model.nu and sim.read(lambda m, d: d.ctrl[sim.scene.arms["left"].actuator_ids].copy())
+    held = sim.scene.model.nu and sim.read(lambda m, d: d.ctrl[sim.controllers["left"].actuator_ids].copy())
     assert np.allclose(held, measured)  # the reference is the position measured at the cancel
     for _ in range(300):
         sim.step_cycle()
@@ -151,8 +150,8 @@ def test_interpolation_kinds_hit_waypoints(sim, kind, vel, acc) -> None:
     v = [[0.5, 0.5], [0, 0]] if vel else [[], []]
     a = [[0, 0], [0, 0]] if acc else [[], []]
     req = GoalRequest(J, times, pos, v, a, 0.0)
-    _, g = check_goal(req, J, sim.controller_time(), sim.scene.config.sim.tolerances)
-    t = sim.followers["left"].submit(g)
+    _, g = check_goal(req, J, sim.controller_time(), sim.settings.tolerances)
+    t = sim.controllers["left"].submit(g)
     samples = []
     while not t.done.is_set():
         sim.step_cycle()
@@ -180,23 +179,22 @@ def test_rejections(sim, req, message) -> None:
     base.update(req)
     if "joint_names" in req and len(req["joint_names"]) == 1:
         base["positions"] = [[0], [0.1]]
-    reason, g = check_goal(GoalRequest(**base), J, 0.0, sim.scene.config.sim.tolerances)
+    reason, g = check_goal(GoalRequest(**base), J, 0.0, sim.settings.tolerances)
     assert g is None and message in reason
 
 
 def test_command_latency_delays_the_servo(tmp_path) -> None:
     """With 100 ms of command latency the arm starts moving 100 ms after the reference does."""
-    from mj_manipulator_ros.sim.scene import Scene
     from tiny_arm import tiny_config
 
-    sim = SharedModel(Scene.from_config(tiny_config(
-        tmp_path, sim={"faults": {"left": {"command_latency_s": 0.1}}})))
+    sim = SharedModel.from_config(tiny_config(
+        tmp_path, sim={"faults": {"left": {"command_latency_s": 0.1}}}))
     onsets = {}
     for arm in ("left", "right"):
         joints = (f"{arm}_j1", f"{arm}_j2")
         req = GoalRequest(joints, [0.5], [[0.5, 0.5]], [[]], [[]], 0.0)
-        _, g = check_goal(req, joints, 0.0, sim.scene.config.sim.tolerances)
-        sim.followers[arm].submit(g)
+        _, g = check_goal(req, joints, 0.0, sim.settings.tolerances)
+        sim.controllers[arm].submit(g)
     for _ in range(200):
         snap = sim.step_cycle() or sim.snapshot()
         for arm, state in snap.arms.items():

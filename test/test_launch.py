@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 
-from mj_manipulator_ros.bringup import LAUNCH_ARGUMENTS, nodes_for
+from mj_manipulator_ros.bringup.nodes import LAUNCH_ARGUMENTS, nodes_for
 from mj_manipulator_ros.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def test_launch_file_is_thin_and_valid(path: Path) -> None:
     mode = path.name.split(".")[0]
     assert f'generate("{mode}")' in path.read_text()
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert all(getattr(n, "module", "") == "mj_manipulator_ros.launch_support" for n in imports)
+    assert all(getattr(n, "module", "") == "mj_manipulator_ros.bringup.launch" for n in imports)
     # everything it starts exists: executables are console scripts, files are installed
     for node in nodes_for(mode):
         assert node.executable in console_scripts()
@@ -74,6 +74,42 @@ def test_installed_data_files_cover_launch_config_plans_hil() -> None:
 def test_launch_arguments_are_described() -> None:
     assert set(LAUNCH_ARGUMENTS) == {"config", "start_lead_s", "preflight_check", "use_sim_time"}
     assert all(len(doc) > 20 for _, doc in LAUNCH_ARGUMENTS.values())
+    assert all(default == "" for default, _ in LAUNCH_ARGUMENTS.values())  # "" = unset = the file
+
+
+def test_settings_are_declared_once() -> None:
+    """Launch arguments, node parameters and CLI flags all come from the settings' fields, with
+    the field's doc as their description."""
+    import argparse
+
+    from mj_manipulator_ros.apps.execution_node import node_parameters
+    from mj_manipulator_ros.cli import build_parser
+    from mj_manipulator_ros.core import overrides
+    from mj_manipulator_ros.core.config import ExecutionSettings
+
+    fields = {f.name: f for f in overrides.overridable(ExecutionSettings)}
+    assert set(fields) == set(LAUNCH_ARGUMENTS) - {"config"}
+    assert set(node_parameters()) == {"config", *fields} - {"use_sim_time"}  # ROS declares it
+    execute = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+                   ).choices["execute"]
+    flags = {a.dest: a for a in execute._actions}
+    for name, f in fields.items():
+        doc = f.metadata["doc"]
+        assert doc in LAUNCH_ARGUMENTS[name][1]
+        assert name == "use_sim_time" or doc in node_parameters()[name]
+        assert f.metadata["override"] in flags[name].option_strings and doc in flags[name].help
+        assert flags[name].default is None  # unset unless given
+    args = execute.parse_args(["plan.yaml", "--config", "c.yaml", "--lead", "0.4"])
+    assert overrides.from_arguments(args, ExecutionSettings) == {"start_lead_s": 0.4}
+
+
+def test_docs_table_is_generated_from_the_fields() -> None:
+    from mj_manipulator_ros.core import overrides
+    from mj_manipulator_ros.core.config import ExecutionSettings
+
+    table = overrides.settings_table(ExecutionSettings, "`execution` key")
+    assert table in (ROOT / "docs/files.md").read_text(), \
+        "docs/files.md's execution table is stale: paste overrides.settings_table(ExecutionSettings)"
 
 
 def test_real_mode_nodes() -> None:
@@ -81,7 +117,8 @@ def test_real_mode_nodes() -> None:
     assert node.executable == "execution_node" and node.name == "mj_manipulator_execution"
     p = node.parameters[0]
     assert p["config"].endswith("config/openarm_bimanual.yaml")
-    assert p["use_sim_time"] is False and p["start_lead_s"] == -1.0 and p["preflight_check"] is True
+    # only what was given is passed: the node keeps the file's values for the rest
+    assert p == {"config": p["config"], "use_sim_time": False}
 
 
 def test_sim_mode_nodes_and_overrides() -> None:

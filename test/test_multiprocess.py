@@ -22,7 +22,7 @@ from rclpy.executors import SingleThreadedExecutor
 
 from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
-from mj_manipulator_ros.demo import COMBINED_ACTION, combined_trajectory
+from mj_manipulator_ros.apps.demo import COMBINED_ACTION, combined_trajectory
 from mj_manipulator_ros.resources import config_file
 
 CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
@@ -125,9 +125,9 @@ def test_plan_through_separate_processes_then_a_controller_dies(graph) -> None:
 def test_simulator_exit_fault_and_recording(tmp_path, processes, ros) -> None:
     """exit_after_s: the simulator process exits mid-goal; the executor's feedback watchdog
     fails the execution. Before that, a run recorded by the simulator (--record) replays clear."""
-    from mj_manipulator_ros.core.replay_timeline import load_recording, timeline_from_recording
+    from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
     from mj_manipulator_ros.core.sync import FailureReason
-    from mj_manipulator_ros.preflight import scene_checker
+    from mj_manipulator_ros.check.preflight import scene_checker
     from mj_manipulator_ros.ros.executor import MultiArmExecutor
 
     cfg_path = multiprocess_config(tmp_path)

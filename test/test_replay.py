@@ -15,10 +15,9 @@ import yaml
 from mj_manipulator_ros.core.config import config_from_mapping
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_io import save_plan
-from mj_manipulator_ros.core.replay_checker import PlanReplayChecker
-from mj_manipulator_ros.core.replay_timeline import build_timeline, load_recording, timeline_from_recording
-from mj_manipulator_ros.sim.scene import Scene
-from mj_manipulator_ros.sim.sim_config import sim_config
+from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
+from mj_manipulator_ros.check.timeline import build_timeline, load_recording, timeline_from_recording
+from mj_manipulator_ros.model.scene import scene_for
 from tiny_arm import ARM_XML
 
 POLE_XML = """<mujoco><worldbody>
@@ -42,7 +41,7 @@ def scene_config(tmp_path, separation=0.4, thin=False, pole=False, exclude=False
 
 
 def checker_for(config, **kw):
-    scene = Scene.from_config(sim_config(config))
+    scene = scene_for(config)
     return PlanReplayChecker.from_scene(scene, **kw), scene
 
 
@@ -236,7 +235,7 @@ def test_cli_bad_input_exits_2(tmp_path) -> None:
 
 
 def test_preflight_refuses_colliding_plan_and_sends_nothing(tmp_path, ros, scripted) -> None:
-    from mj_manipulator_ros.preflight import PlanRefused
+    from mj_manipulator_ros.check.preflight import PlanRefused, preflight_for
     from mj_manipulator_ros.ros.executor import MultiArmExecutor
 
     ctl = scripted({"left": "succeed", "right": "succeed"})
@@ -244,7 +243,7 @@ def test_preflight_refuses_colliding_plan_and_sends_nothing(tmp_path, ros, scrip
     cfg = config_from_mapping({"arms": [{"name": a.name, "joint_names": list(a.joint_names)}
                                         for a in cfg.arms],
                                "execution": {"preflight_check": True}, "scene": cfg.extra["scene"]})
-    with MultiArmExecutor(cfg, context=ros.context) as executor:
+    with MultiArmExecutor(cfg, context=ros.context, preflight=preflight_for(cfg)) as executor:
         with pytest.raises(PlanRefused, match="collides when replayed synchronized") as info:
             executor.execute(plan_of(SWING, STILL, T))
         assert info.value.report.colliding_states > 0

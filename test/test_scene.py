@@ -15,8 +15,7 @@ from mj_manipulator_ros.core.config import config_from_mapping, load_config
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.resources import config_file
 from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
-from mj_manipulator_ros.sim.physics_check import choose_timestep, servo_checks
-from mj_manipulator_ros.sim.scene import Scene
+from mj_manipulator_ros.model.physics_check import choose_timestep, servo_checks
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.sim_config import sim_config
 from tiny_arm import tiny_config
@@ -39,11 +38,12 @@ def test_three_arms_from_two_packages() -> None:
             {"file": "ur5e:ur5e.xml", "prefix": "ur/", "pos": [1.2, 0.0, 0.0],
              "quat": [0.0, 0.0, 0.0, 1.0]}]},
     }))
-    scene = Scene.from_config(cfg)
+    scene = cfg.build_scene()
     assert set(scene.arms) == {"left", "right", "ur"}
     ur = scene.arms["ur"]
     assert ur.joint_names == tuple(f"ur/{j}" for j in UR5E)
-    assert ur.kp[0] == 2000 and ur.kv[0] == 400  # general actuators with position-servo bias
+    servos = ur.position_servos()
+    assert servos.kp[0] == 2000 and servos.kv[0] == 400  # general actuators with position-servo bias
     # The UR5e sits where its frame put it, rotated 180 degrees about z.
     data = scene.initial_data()
     base = mujoco.mj_name2id(scene.model, mujoco.mjtObj.mjOBJ_BODY, "ur/base")
@@ -52,7 +52,7 @@ def test_three_arms_from_two_packages() -> None:
     # Every body is attributed to exactly one arm (or none).
     assert not (scene.arms["left"].body_ids & scene.arms["ur"].body_ids)
     # The three arms can all be driven: one control cycle of each follower runs.
-    shared = SharedModel(scene)
+    shared = SharedModel(scene, cfg.sim)
     for _ in range(5):
         shared.step_cycle()
 
@@ -63,7 +63,7 @@ def test_missing_joint_names_arm_and_joint(tmp_path) -> None:
         "arms": [{"name": "left", "joint_names": ["left_j1", "left_elbow"]}],
         "scene": {"models": [m.__dict__ for m in cfg.scene.models], "floor": False}}))
     with pytest.raises(ConfigError, match=r"arm 'left': joint 'left_elbow' is not in the scene model"):
-        Scene.from_config(bad)
+        bad.build_scene()
 
 
 def test_unknown_model_scheme(tmp_path) -> None:
@@ -71,11 +71,11 @@ def test_unknown_model_scheme(tmp_path) -> None:
         "arms": [{"name": "a", "joint_names": ["x"]}],
         "scene": {"models": [{"file": "menagerie:franka/panda.xml"}]}}))
     with pytest.raises(ConfigError, match="unknown scheme 'menagerie'"):
-        Scene.from_config(bad)
+        bad.build_scene()
 
 
 def test_step_check_warns_and_auto_picks_a_stable_step(tmp_path, caplog) -> None:
-    scene = Scene.from_config(tiny_config(tmp_path))
+    scene = tiny_config(tmp_path).build_scene()
     checks = servo_checks(scene.model, scene.arms.values(), scene.initial_qpos, 0.05)
     assert not all(c.ok for c in checks)  # 50 ms is far too coarse for these servos
     c = checks[0]
@@ -90,7 +90,7 @@ def test_step_check_warns_and_auto_picks_a_stable_step(tmp_path, caplog) -> None
 
 
 def test_openarm_config_loads_with_auto_timestep() -> None:
-    scene = Scene.from_config(sim_config(load_config(config_file("sim_openarm.yaml"))))
+    scene = sim_config(load_config(config_file("sim_openarm.yaml"))).build_scene()
     assert scene.model.opt.timestep == pytest.approx(0.002)
     assert [a.name for a in scene.arms.values()] == ["left", "right"]
 
@@ -99,7 +99,7 @@ def test_shared_model_under_concurrent_access(tmp_path) -> None:
     """Physics thread running; readers, command writers and a replay on its own MjData hammer
     the shared model for 3 s: no crash, and every snapshot is self-consistent."""
     config = tiny_config(tmp_path, sim={"real_time_factor": 0.0})
-    shared = SharedModel(Scene.from_config(config)).start()
+    shared = SharedModel.from_config(config).start()
     stop = threading.Event()
     errors: list[BaseException] = []
     counts = {"reads": 0, "goals": 0, "replays": 0}
@@ -128,7 +128,7 @@ def test_shared_model_under_concurrent_access(tmp_path) -> None:
         req = GoalRequest(("left_j1", "left_j2"), [0.05], [target], [[]], [[]], 0.0)
         _, g = check_goal(req, ("left_j1", "left_j2"), shared.controller_time(),
                           config.sim.tolerances)
-        shared.followers["left"].submit(g)
+        shared.controllers["left"].submit(g)
         counts["goals"] += 1
         time.sleep(0.001)
 

@@ -31,7 +31,7 @@ def generate_test_description():
 class TestCrossingPlan(unittest.TestCase):
     def test_crossing_plan_synchronized(self):
         from mj_manipulator_ros.core.plan_io import load_plan
-        from mj_manipulator_ros.demo import COMBINED_ACTION, combined_trajectory
+        from mj_manipulator_ros.apps.demo import COMBINED_ACTION, combined_trajectory
         from mj_manipulator_ros.resources import share_dir
 
         rclpy.init()

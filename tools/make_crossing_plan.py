@@ -24,8 +24,7 @@ from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_io import save_plan
-from mj_manipulator_ros.sim.scene import Scene
-from mj_manipulator_ros.sim.sim_config import sim_config
+from mj_manipulator_ros.model.scene import scene_for
 
 ROOT = Path(__file__).resolve().parents[1]
 DT = 0.01
@@ -78,7 +77,7 @@ def main() -> None:
     parser.add_argument("--config", default=str(ROOT / "config/sim_openarm.yaml"))
     parser.add_argument("--out", default=str(ROOT / "config/plans/openarm_crossing.yaml"))
     args = parser.parse_args()
-    scene = Scene.from_config(sim_config(load_config(args.config)))
+    scene = scene_for(load_config(args.config))
     model, data = scene.model, mujoco.MjData(scene.model)
     rng = np.random.default_rng(0)
     key_q: dict[str, dict[str, np.ndarray]] = {"left": {}, "right": {}}

@@ -18,9 +18,9 @@ from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan, save_plan
-from mj_manipulator_ros.core.replay_timeline import build_timeline
+from mj_manipulator_ros.check.timeline import build_timeline
 from mj_manipulator_ros.core.validation import validate_plan
-from mj_manipulator_ros.preflight import scene_checker
+from mj_manipulator_ros.check.preflight import scene_checker
 
 ROOT = Path(__file__).resolve().parents[1]
 DT = 0.01

@@ -10,6 +10,9 @@ File form (YAML)::
     execution: {start_lead_s: 0.25, server_wait_s: 5.0, ...}
 
 Every key is checked; unknown keys are errors. See docs/files.md for every setting.
+``joint_limits: from_model`` is recorded here and resolved by the model layer
+(:func:`mj_manipulator_ros.model.limits.with_model_limits`), which every program entry point
+applies; a plan is never validated against limits that were not resolved.
 Other sections (``sim``, ``scene``, ...) belong to other tools and are passed through untouched
 in :attr:`ExecutorConfig.extra` only when listed in ``OTHER_SECTIONS``.
 """
@@ -48,6 +51,9 @@ class ArmConfig:
     joint_limits: Mapping[str, JointLimit] = field(default_factory=dict)
     max_velocity: Optional[float] = field(default=None, metadata={
         "doc": "with joint_limits: from_model, the velocity limit of every joint", "min": 0.0})
+    limits_from_model: bool = field(default=False, metadata={
+        "internal": True, "doc": "joint_limits: from_model, not yet read from the model "
+                                 "(mj_manipulator_ros.model.limits.with_model_limits does)"})
 
     @property
     def action_name(self) -> str:
@@ -56,34 +62,42 @@ class ArmConfig:
 
 @dataclass(frozen=True)
 class ExecutionSettings:
-    """How the executor runs a plan. Times in seconds."""
+    """How the executor runs a plan. Times in seconds. The ``doc`` of each field is the text of
+    docs/files.md, of the command-line help and of the node parameter and launch argument
+    descriptions (:mod:`mj_manipulator_ros.core.overrides`)."""
 
     start_lead_s: float = field(default=0.25, metadata={
-        "doc": "start stamp = now + this lead, on the controllers' clock", "min": 0.0})
+        "doc": "start stamp = now + lead, on the controllers' clock", "min": 0.0,
+        "override": "--lead"})
     server_wait_s: float = field(default=5.0, metadata={
-        "doc": "how long to wait for every arm's action server", "min": 0.0})
+        "doc": "wait for every arm's action server (all arms in parallel)", "min": 0.0})
     discovery_settle_s: float = field(default=0.5, metadata={
-        "doc": "after an action server is first discovered, wait this long before sending to it "
-               "(DDS matches the goal request/response endpoints after the server appears)",
+        "doc": "after an arm's action server is first discovered, wait this long before the "
+               "first goal (DDS matches the goal endpoints after the server appears; without it "
+               "the first goal to a freshly started controller was accepted ~400 ms late)",
         "min": 0.0})
     accept_wait_s: float = field(default=2.0, metadata={
-        "doc": "how long to wait for a goal to be accepted or rejected", "min": 0.0})
+        "doc": "wait for each goal to be accepted or rejected", "min": 0.0})
     timeout_scaling: float = field(default=1.5, metadata={
-        "doc": "execution timeout = longest arm duration x this + timeout_margin_s", "min": 1.0})
+        "doc": "execution timeout = longest arm duration x this + `timeout_margin_s`, counted "
+               "from the stamp", "min": 1.0})
     timeout_margin_s: float = field(default=2.0, metadata={
         "doc": "added to the scaled duration for the execution timeout", "min": 0.0})
     feedback_timeout_s: float = field(default=0.5, metadata={
-        "doc": "an accepted goal whose controller sends no feedback for this long fails (the "
-               "controller is presumed dead; joint_trajectory_controller sends feedback at its "
-               "action_monitor_rate, 20 Hz by default); 0 disables the watchdog", "min": 0.0})
+        "doc": "an accepted goal whose controller sends no feedback for this long fails "
+               "(`feedback_timeout`): the controller is presumed dead. joint_trajectory_controller "
+               "sends feedback at its `action_monitor_rate` (20 Hz default); 0 disables",
+        "min": 0.0})
     cancel_wait_s: float = field(default=2.0, metadata={
-        "doc": "how long to wait for each cancel response and final result", "min": 0.0})
+        "doc": "wait for each cancel response, then again for each final result", "min": 0.0})
     allow_late_acceptance: bool = field(default=False, metadata={
-        "doc": "accept a goal accepted after the start stamp (the arms would not start together)"})
+        "doc": "a goal accepted after the start stamp has passed is a failure unless true"})
     use_sim_time: bool = field(default=False, metadata={
-        "doc": "stamps and report times on /clock instead of the system clock"})
+        "doc": "stamps and report times on `/clock` instead of the system clock",
+        "override": "--use-sim-time"})
     preflight_check: bool = field(default=False, metadata={
-        "doc": "refuse a plan that collides in synchronized replay (needs a scene)"})
+        "doc": "refuse a plan that collides in synchronized replay (needs a `scene` section)",
+        "override": "--preflight-check"})
 
 
 @dataclass(frozen=True)
@@ -116,7 +130,8 @@ def _arm(data: Any, path: str) -> ArmConfig:
                           f"joint_limits; got {data!r}")
     limits_raw = data.get("joint_limits") or {}
     body = {k: v for k, v in data.items() if k != "joint_limits"}
-    if limits_raw == "from_model":  # resolved by config_from_mapping once the scene is known
+    from_model = limits_raw == "from_model"  # resolved by model.limits.with_model_limits
+    if from_model:
         limits_raw = {}
     arm = from_mapping(ArmConfig, body, path)
     if len(set(arm.joint_names)) != len(arm.joint_names):
@@ -135,7 +150,7 @@ def _arm(data: Any, path: str) -> ArmConfig:
         if jl.lower is not None and jl.upper is not None and not jl.lower <= jl.upper:
             raise ConfigError(f"{path}.joint_limits.{joint}: lower {jl.lower} > upper {jl.upper}")
         limits[joint] = jl
-    return ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity)
+    return ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity, from_model)
 
 
 def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:
@@ -162,43 +177,7 @@ def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:
     execution = from_mapping(ExecutionSettings, data.get("execution"), "execution")
     extra = {k: data[k] for k in OTHER_SECTIONS if k in data}
     config = ExecutorConfig(arms, execution, extra, source)
-    from_model = [a["name"] for a in arms_raw if isinstance(a, Mapping)
-                  and a.get("joint_limits") == "from_model"]
-    if from_model:
-        config = _limits_from_model(config, from_model, arms_raw)
     return config
-
-
-def _limits_from_model(config: ExecutorConfig, names: list[str], arms_raw: list) -> ExecutorConfig:
-    """``joint_limits: from_model``: position limits from the joint ranges of the config's MuJoCo
-    scene; velocity limits (which MJCF does not have) from the arm's ``max_velocity``, if given."""
-    if "scene" not in config.extra:
-        raise ConfigError(f"arms {names}: joint_limits: from_model needs a 'scene' section (the "
-                          "MuJoCo model to read the joint ranges from)")
-    from mj_manipulator_ros.sim.scene import compile_scene  # MuJoCo only; imported on demand
-    from mj_manipulator_ros.sim.sim_config import sim_config
-
-    base = Path(config.source).resolve().parent if config.source else None
-    model = compile_scene(sim_config(config).scene, base)
-    import mujoco
-
-    arms = []
-    for arm, raw in zip(config.arms, arms_raw):
-        if arm.name not in names:
-            arms.append(arm)
-            continue
-        vmax = arm.max_velocity
-        limits = {}
-        for j in arm.joint_names:
-            jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)
-            if jid < 0:
-                raise ConfigError(f"arm {arm.name!r}: joint {j!r} is not in the scene model, so its "
-                                  "limits cannot come from it")
-            lo, hi = (model.jnt_range[jid] if model.jnt_limited[jid] else (None, None))
-            limits[j] = JointLimit(None if lo is None else float(lo), None if hi is None else float(hi),
-                                   None if vmax is None else float(vmax))
-        arms.append(ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity))
-    return ExecutorConfig(tuple(arms), config.execution, config.extra, config.source)
 
 
 def load_config(path: str | Path) -> ExecutorConfig:

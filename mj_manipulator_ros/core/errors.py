@@ -71,6 +71,11 @@ class FinalVelocityError(PlanError):
     """The last point's velocity is not zero (joint_trajectory_controller rejects it)."""
 
 
+class UnresolvedLimitsError(PlanError):
+    """The arm's limits are ``joint_limits: from_model`` and were never read from the model
+    (``mj_manipulator_ros.model.limits.with_model_limits``): nothing can be checked."""
+
+
 class TimeGridMismatchError(PlanError):
     """Arms do not share one time grid; see ``resample_to_common_grid``."""
 

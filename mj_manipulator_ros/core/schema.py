@@ -1,6 +1,7 @@
 """Strict mapping -> frozen dataclass conversion for configuration files.
 
-Each dataclass field may carry ``metadata={"doc": ..., "min": ..., "max": ...}``. Unknown keys,
+Each dataclass field may carry ``metadata={"doc": ..., "min": ..., "max": ...}``; a field with
+``"internal": True`` is set by code, never read from a file. Unknown keys,
 missing required keys, wrong types and out-of-range numbers raise
 :class:`~mj_manipulator_ros.core.errors.ConfigError` naming the key path, what was expected and
 what came.
@@ -74,7 +75,7 @@ def from_mapping(cls: type[T], data: Any, path: str) -> T:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: expected a mapping with keys "
                           f"{[f.name for f in dataclasses.fields(cls)]}, got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; allowed: {sorted(fields)}")
@@ -97,11 +98,3 @@ def from_mapping(cls: type[T], data: Any, path: str) -> T:
         kwargs[name] = value
     return cls(**kwargs)
 
-
-def describe(cls: type) -> list[tuple[str, str, Any]]:
-    """(name, doc, default) of each field, for documentation and parameter descriptors."""
-    out = []
-    for f in dataclasses.fields(cls):
-        default = None if f.default is dataclasses.MISSING else f.default
-        out.append((f.name, f.metadata.get("doc", ""), default))
-    return out

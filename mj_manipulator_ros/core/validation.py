@@ -25,7 +25,7 @@ from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import (
     EmptyTrajectoryError, FinalVelocityError, JointLimitError, JointMismatchError,
     NonFiniteValueError, PlanError, TimeGridMismatchError, TimeNotIncreasingError,
-    UnknownArmError, VelocityLimitError)
+    UnknownArmError, UnresolvedLimitsError, VelocityLimitError)
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 
 #: joint_trajectory_controller rejects a final velocity above float epsilon.
@@ -64,6 +64,11 @@ def validate_plan(plan: MultiArmPlan, config: ExecutorConfig) -> None:
 
 def _arm_problems(arm: str, t: ArmTrajectory, config: ExecutorConfig) -> list[PlanError]:
     cfg = config.arm(arm)
+    if cfg.limits_from_model:
+        return [UnresolvedLimitsError(
+            "joint_limits: from_model has not been read from the MuJoCo model; expected a "
+            "configuration passed through mj_manipulator_ros.model.limits.with_model_limits",
+            arm=arm)]
     expected, got = list(cfg.joint_names), list(t.joint_names)
     dup = sorted({j for j in got if got.count(j) > 1})
     if dup:

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.errors import MjManipulatorError
 from mj_manipulator_ros.hil import stage_runners
 from mj_manipulator_ros.hil.records import GateState, RunRecord, fingerprint
 from mj_manipulator_ros.hil.stages import load_protocol, render_checklist, stages_file
+from mj_manipulator_ros.model.limits import load_config_with_model
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -42,7 +42,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
             say(f"hil: no stage {n}; stages are {numbers}")
             return EXIT_REFUSED
     try:
-        config = load_config(config_path)
+        config = load_config_with_model(config_path)
     except MjManipulatorError as exc:
         say(f"hil: {exc}")
         return EXIT_REFUSED
@@ -91,8 +91,8 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                 code = EXIT_REFUSED
                 break
             say(f"--- stage {number}: {st.name}")
-            if number == 0:
-                results_ = stage_runners.stage_0(config, st, protocol)
+            if st.runner_name in stage_runners.OFFLINE_RUNNERS:
+                results_ = stage_runners.OFFLINE_RUNNERS[st.runner_name](config, st, protocol)
             else:
                 if session is None:
                     from mj_manipulator_ros.hil.session import HilSession
@@ -100,7 +100,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                                          real_time_factor=protocol.settings["sim_real_time_factor"])
                     if not session.wait_for_joint_states(timeout=config.execution.server_wait_s):
                         say("hil: no /joint_states for every arm; is the robot (or --sim) up?")
-                results_ = stage_runners.RUNNERS[number](session, st, protocol)
+                results_ = stage_runners.RUNNERS[st.runner_name](session, st, protocol)
             for r in results_:
                 record.check(r)
                 mark = "pass" if r.passed else "FAIL"

@@ -19,6 +19,8 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 
+from mj_manipulator_ros.check.preflight import preflight_for, scene_checker
+from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import ExecutionRefusedError
 from mj_manipulator_ros.core.interpolation import rest_to_rest
@@ -92,7 +94,8 @@ class HilSession:
             self.sim_node = SimNode(sc, context=self.ros.context).start()
             config = config.with_execution(use_sim_time=True)
         self.config = config
-        self.executor = MultiArmExecutor(config, context=self.ros.context)
+        self.executor = MultiArmExecutor(config, context=self.ros.context,
+                                         preflight=preflight_for(config))
         self.node = rclpy.create_node(
             f"mjmr_hil_{uuid.uuid4().hex[:6]}", context=self.ros.context,
             parameter_overrides=[Parameter("use_sim_time", Parameter.Type.BOOL, sim)])
@@ -100,17 +103,16 @@ class HilSession:
         ex = SingleThreadedExecutor(context=self.ros.context)
         ex.add_node(self.node)
         self._spinner = BackgroundSpinner(ex, "mjmr-hil-listener").start()
-        self._checker = None
+        self._checker: Optional[PlanReplayChecker] = None
         self.interrupted = threading.Event()
         #: (plan, report, samples) of the latest execution, for the records
         self.last_run: Optional[tuple] = None
         self.last_synchronized_run: Optional[tuple] = None  # the latest successful one
 
     @property
-    def checker(self):
+    def checker(self) -> PlanReplayChecker:
         """The replay checker on the config's scene (built on first use)."""
         if self._checker is None:
-            from mj_manipulator_ros.preflight import scene_checker
             self._checker = scene_checker(self.config)
         return self._checker
 

@@ -1,6 +1,8 @@
 """What each bring-up stage does and measures. Thresholds come from hil/stages.yaml only.
 
-Each runner returns :class:`CheckResult`s; the stage passes when every one passes.
+Each runner is named for what its stage checks (the stage's ``id`` or ``runner`` in
+hil/stages.yaml, looked up in :data:`RUNNERS`) and returns :class:`CheckResult`s; the stage
+passes when every one passes. Motions come from :mod:`mj_manipulator_ros.hil.motions`.
 """
 
 from __future__ import annotations
@@ -8,20 +10,25 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
+from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import MjManipulatorError
-from mj_manipulator_ros.core.interpolation import rest_to_rest
-from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
 from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport
 from mj_manipulator_ros.core.validation import validate_plan
 from mj_manipulator_ros.hil import analysis as A
+from mj_manipulator_ros.hil.motions import approach, one_way, out_and_back, return_to, with_holds
 from mj_manipulator_ros.hil.stages import Protocol, Stage
+from mj_manipulator_ros.model.scene import scene_for
 from mj_manipulator_ros.resources import share_dir
+
+if TYPE_CHECKING:  # the session imports rclpy; stage 0 runs without one
+    from mj_manipulator_ros.hil.session import HilSession
 
 
 @dataclass(frozen=True)
@@ -69,15 +76,14 @@ def shipped_plans(config: ExecutorConfig) -> dict[str, MultiArmPlan]:
     return plans
 
 
-# ---- stage 0 ---------------------------------------------------------------------------------
-def stage_0(config: ExecutorConfig, stage: Stage, protocol: Protocol) -> list[CheckResult]:
-    from mj_manipulator_ros.core.replay_checker import PlanReplayChecker
-    from mj_manipulator_ros.sim.scene import Scene
-    from mj_manipulator_ros.sim.sim_config import sim_config
-
+# ---- offline ----------------------------------------------------------------------------------
+def offline_consistency(config: ExecutorConfig, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    """Stage without a robot: configuration, model and shipped plans agree."""
     out = []
     try:
-        scene = Scene.from_config(sim_config(config))
+        scene = scene_for(config)
+        for arm in scene.arms.values():
+            arm.position_servos()
     except MjManipulatorError as exc:
         return [check(stage, "config_matches_model", "", 0.0, str(exc), passed=False)]
     out.append(check(stage, "config_matches_model", "", 1.0, "every joint bound", passed=True))
@@ -107,8 +113,8 @@ def stage_0(config: ExecutorConfig, stage: Stage, protocol: Protocol) -> list[Ch
     return out
 
 
-# ---- stage 1 ---------------------------------------------------------------------------------
-def stage_1(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+# ---- connected, no motion ---------------------------------------------------------------------
+def connected(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
     out = []
     wait = session.config.execution.server_wait_s
     for arm, channel in session.executor.channels.items():
@@ -129,68 +135,13 @@ def stage_1(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
     return out
 
 
-# ---- helpers for motion stages ------------------------------------------------------------------
-def _toward_middle(session, arm: str) -> tuple[np.ndarray, np.ndarray]:
-    """The arm's measured pose (J,) and, per joint, +-1 toward the middle of its range."""
-    q0 = session.pose(arm)
-    lo, hi = session.limits(arm)
-    mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, q0 + 1.0)
-    return q0, np.where(mid >= q0, 1.0, -1.0)
-
-
-def out_and_back(session, arm: str, amplitude: float, duration: float) -> MultiArmPlan:
-    """Every joint out by ``amplitude`` (toward the middle of its range) and back."""
-    q0, direction = _toward_middle(session, arm)
-    t = np.linspace(0.0, duration, 41)
-    s = np.sin(np.pi * t / duration) ** 2           # 0 -> 1 -> 0, zero speed at the ends
-    ds = (np.pi / duration) * np.sin(2 * np.pi * t / duration)
-    ds[-1] = 0.0
-    q = q0 + np.outer(s, direction * amplitude)
-    v = np.outer(ds, direction * amplitude)
-    return MultiArmPlan({arm: ArmTrajectory(session.config.arm(arm).joint_names, t, q, v)})
-
-
-def one_way(session, arm: str, amplitude: float, duration: float) -> MultiArmPlan:
-    """Every joint by ``amplitude`` toward the middle of its range, rest to rest."""
-    q0, direction = _toward_middle(session, arm)
-    t = np.linspace(0.0, duration, 41)
-    q, v = rest_to_rest(q0, q0 + direction * amplitude, t)
-    return MultiArmPlan({arm: ArmTrajectory(session.config.arm(arm).joint_names, t, q, v)})
-
-
-def return_to(session, poses: dict[str, np.ndarray]) -> ExecutionReport:
-    report, _ = session.run(session.move_plan(poses), settle=0.1)
-    return report
-
-
-def approach(session, plan: MultiArmPlan, arms) -> Optional[str]:
-    """Move ``arms`` slowly to the plan's first pose (checked for collisions first).
-    Returns an error text, or None."""
-    move = session.move_plan({a: plan[a].positions[0] for a in arms})
-    if "scene" in session.config.extra:
-        report = session.checker.check(timeline=_with_holds(session, move), mode="recorded")
-        if not report.collision_free:
-            return f"moving to the plan's start pose would collide: {report.summary().splitlines()[0]}"
-    report, _ = session.run(move, settle=0.2)
-    if not report.succeeded:
-        return f"could not move to the plan's start pose: {report.summary()}"
-    return None
-
-
-def _with_holds(session, plan: MultiArmPlan):
-    """A timeline of ``plan`` with every other configured arm holding its measured pose."""
-    from mj_manipulator_ros.core.replay_timeline import build_timeline
-
-    return build_timeline(plan, "synchronized").with_holds(
-        {a: session.pose(a) for a in session.config.arm_names if a not in plan.arms})
-
-
+# ---- shared -----------------------------------------------------------------------------------
 def _report_detail(report: ExecutionReport) -> str:
     return report.summary().replace("\n", " | ")
 
 
-# ---- stage 2 ---------------------------------------------------------------------------------
-def stage_2(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+# ---- one arm, small motion ----------------------------------------------------------------------
+def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
     p = stage.params
     out = []
     for arm in session.config.arm_names:
@@ -215,8 +166,8 @@ def stage_2(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
     return out
 
 
-# ---- stage 3 ---------------------------------------------------------------------------------
-def stage_3(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+# ---- stop latency ------------------------------------------------------------------------------
+def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
     p = stage.params
     threshold = protocol.settings["speed_threshold_rad_s"]
     out = []
@@ -237,7 +188,7 @@ def stage_3(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
     return out
 
 
-def _run_and_cancel(session, plan: MultiArmPlan, fraction: float):
+def _run_and_cancel(session: "HilSession", plan: MultiArmPlan, fraction: float):
     """Run the plan and abort it at ``fraction`` of its duration (controllers' clock)."""
     result = {}
     runner = threading.Thread(target=lambda: result.update(zip(("report", "samples"),
@@ -255,14 +206,14 @@ def _run_and_cancel(session, plan: MultiArmPlan, fraction: float):
     return result["report"], result["samples"]
 
 
-# ---- stages 4, 5, 7, 8 ---------------------------------------------------------------------------
-def stage_4(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+# ---- each arm alone, synchronized, soak -----------------------------------------------------------
+def each_arm_alone(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
     speed = stage.params["speed"]
     out = []
     for name, plan in shipped_plans(session.config).items():
         for arm in plan.arm_names:
             subject = f"{name}/{arm}"
-            alone = session.checker.check(timeline=_with_holds(session, plan.subset([arm])),
+            alone = session.checker.check(timeline=with_holds(session, plan.subset([arm])),
                                           mode="recorded")
             if not alone.collision_free:
                 out.append(check(stage, "alone_succeeded", subject, 1.0,
@@ -284,7 +235,7 @@ def stage_4(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
     return out
 
 
-def synchronized_run(session, stage: Stage, protocol: Protocol, name: str, plan: MultiArmPlan,
+def synchronized_run(session: "HilSession", stage: Stage, protocol: Protocol, name: str, plan: MultiArmPlan,
                      speed: float, subject: str) -> list[CheckResult]:
     """Run a plan synchronized and measure success, start skew, overlap, tracking."""
     error = approach(session, plan, plan.arm_names)
@@ -322,22 +273,21 @@ def synchronized_run(session, stage: Stage, protocol: Protocol, name: str, plan:
     return out
 
 
-def stage_5(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+def synchronized(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    """Every shipped plan, both arms together, at the stage's speed."""
     out = []
     for name, plan in shipped_plans(session.config).items():
         out += synchronized_run(session, stage, protocol, name, plan, stage.params["speed"], name)
     return out
 
 
-stage_7 = stage_5
-
-
-def stage_8(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
+def soak(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    """The stage named by ``checks_of`` (full speed), ``runs`` times."""
     runs = int(stage.params["runs"])
-    stage7 = protocol.stage(7)
+    repeated = protocol.by_id(stage.params["checks_of"])
     passed, worst_skew, worst_track, detail = 0, 0.0, 0.0, ""
     for run in range(runs):
-        results = stage_5(session, stage7, protocol)
+        results = RUNNERS[repeated.runner_name](session, repeated, protocol)
         for r in results:
             if r.name == "start_skew":
                 worst_skew = max(worst_skew, r.measured)
@@ -353,9 +303,9 @@ def stage_8(session, stage: Stage, protocol: Protocol) -> list[CheckResult]:
             check(stage, "tracking_error", "", worst_track)]
 
 
-# ---- stage 6 ---------------------------------------------------------------------------------
-def stage_6(session, stage: Stage, protocol: Protocol, announce: Callable[[str], None] = print
-            ) -> list[CheckResult]:
+# ---- fault rehearsal ---------------------------------------------------------------------------
+def fault_rehearsal(session: "HilSession", stage: Stage, protocol: Protocol,
+                    announce: Callable[[str], None] = print) -> list[CheckResult]:
     p = stage.params
     threshold = protocol.settings["speed_threshold_rad_s"]
     plans = shipped_plans(session.config)
@@ -398,5 +348,10 @@ def stage_6(session, stage: Stage, protocol: Protocol, announce: Callable[[str],
     return out
 
 
-RUNNERS = {1: stage_1, 2: stage_2, 3: stage_3, 4: stage_4, 5: stage_5, 6: stage_6, 7: stage_7,
-           8: stage_8}
+#: runner name (a stage's ``id`` or ``runner``) -> the runner of a stage with a session
+RUNNERS: dict[str, Callable[..., list[CheckResult]]] = {
+    "connected": connected, "small_motion": small_motion, "stop_latency": stop_latency,
+    "each_arm_alone": each_arm_alone, "synchronized": synchronized,
+    "fault_rehearsal": fault_rehearsal, "soak": soak}
+#: runners that need no session (nothing is connected)
+OFFLINE_RUNNERS = {"offline_consistency": offline_consistency}

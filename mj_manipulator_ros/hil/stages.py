@@ -35,7 +35,11 @@ class CheckSpec:
 
 @dataclass(frozen=True)
 class Stage:
+    """One stage. ``number`` orders and gates; ``id`` names what it checks and, unless
+    ``runner`` is given, the runner that measures it."""
+
     number: int
+    id: str
     name: str
     moves: bool
     proves: str
@@ -44,6 +48,11 @@ class Stage:
     on_failure: str
     checks: tuple[CheckSpec, ...]
     params: Mapping[str, Any] = field(default_factory=dict)
+    runner: str = ""
+
+    @property
+    def runner_name(self) -> str:
+        return self.runner or self.id
 
     def check(self, name: str) -> CheckSpec:
         for c in self.checks:
@@ -64,6 +73,12 @@ class Protocol:
                 return s
         raise ConfigError(f"no stage {number}; stages are {[s.number for s in self.stages]}")
 
+    def by_id(self, stage_id: str) -> Stage:
+        for s in self.stages:
+            if s.id == stage_id:
+                return s
+        raise ConfigError(f"no stage {stage_id!r}; stages are {[s.id for s in self.stages]}")
+
 
 def stages_file() -> Path:
     return share_dir() / "hil" / "stages.yaml"
@@ -77,9 +92,12 @@ def load_protocol(path: Path | None = None) -> Protocol:
         if s["number"] != k:
             raise ConfigError(f"{path}: stage {s['number']} is at position {k}; number them 0, 1, ...")
         checks = tuple(CheckSpec(name, **spec) for name, spec in s["checks"].items())
-        stages.append(Stage(s["number"], s["name"], bool(s["moves"]), s["proves"],
+        stages.append(Stage(s["number"], s["id"], s["name"], bool(s["moves"]), s["proves"],
                             tuple(s["preconditions"]), s["operator"], s["on_failure"], checks,
-                            s.get("params", {})))
+                            s.get("params", {}), s.get("runner", "")))
+    ids = [s.id for s in stages]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{path}: stage ids must be unique, got {ids}")
     return Protocol(tuple(stages), data["settings"], path)
 
 
@@ -98,6 +116,7 @@ def render_checklist(protocol: Protocol) -> str:
            "time cancels every arm and records the interruption.", ""]
     for s in protocol.stages:
         out += [f"## Stage {s.number}: {s.name}{' (moves the robot)' if s.moves else ''}", "",
+                f"Id: `{s.id}`", "",
                 f"**Proves:** {s.proves}", "", "**Preconditions:**", ""]
         out += [f"- {p}" for p in s.preconditions]
         out += ["", f"**Operator:** {s.operator}", "", "**Pass criteria:**", ""]

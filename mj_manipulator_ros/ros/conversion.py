@@ -29,6 +29,12 @@ def time_msg(stamp: StartStamp) -> Time:
     return Time(sec=sec, nanosec=nanosec)
 
 
+def stamp_msg(seconds: float) -> Time:
+    """A Time message of ``seconds`` (rounded to the nanosecond)."""
+    ns = int(round(seconds * 1e9))
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
 def time_ns(msg: Time) -> int:
     return msg.sec * 1_000_000_000 + msg.nanosec
 

@@ -50,8 +50,9 @@ class MultiArmExecutor:
             this executor creates and owns) with ``use_sim_time`` from the config.
         context: an initialised rclpy context to create nodes in (ignored with node_factory).
         preflight: optional ``plan -> None`` check run after validation, raising to refuse.
-            Default with ``execution.preflight_check``: synchronized replay through the
-            config's MuJoCo scene (``mj_manipulator_ros.preflight``).
+            The executor never builds one: program entry points pass
+            ``mj_manipulator_ros.check.preflight.preflight_for(config)`` (synchronized replay
+            through the config's MuJoCo scene when ``execution.preflight_check`` is set).
 
     Use one executor per process or per combined action server; call :meth:`close` when done.
     Executions are serialised: a second ``execute`` waits for the first to finish.
@@ -66,9 +67,6 @@ class MultiArmExecutor:
                 self._owned_context = RosContext()
                 context = self._owned_context.context
             node_factory = self._default_factory(context)
-        if preflight is None and config.execution.preflight_check:
-            from mj_manipulator_ros.preflight import PreflightCheck
-            preflight = PreflightCheck(config)
         self._preflight = preflight
         suffix = uuid.uuid4().hex[:6]
         self._clock_node = node_factory(f"mjmr_executor_{suffix}")

@@ -9,8 +9,9 @@ THE RULE (MuJoCo is not thread-safe):
    the shared data only under :attr:`SharedModel.lock`, through :meth:`snapshot` or
    :meth:`read`, and never keeps references to its arrays.
 3. Commands never go into ``MjData`` from other threads: action callbacks hand goals and cancels
-   to each arm's :class:`TrajectoryFollower` through its locked slot; the physics thread takes
-   them at the next control cycle.
+   to each arm's simulated controller (``sim/controllers``) through its locked slot; the physics
+   thread takes them at the next control cycle and writes the controller's command to the
+   actuators it drives.
 4. Work that needs its own kinematics (a replay check) uses its own ``MjData`` on the shared
    ``MjModel`` (the model is only read after construction).
 
@@ -29,9 +30,9 @@ from typing import Callable, Optional
 import mujoco
 import numpy as np
 
-from mj_manipulator_ros.sim.scene import Scene
-from mj_manipulator_ros.sim.sim_config import ArmFaults
-from mj_manipulator_ros.sim.trajectory_follower import TrajectoryFollower
+from mj_manipulator_ros.model.scene import Scene
+from mj_manipulator_ros.sim.controllers import SimulatedController, make_controller
+from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig, SimSettings
 
 
 @dataclass(frozen=True)
@@ -53,26 +54,28 @@ class Snapshot:
 class SharedModel:
     """Args:
         scene: the compiled scene with its arms.
+        settings: the ``sim`` section (control rate, pacing, each arm's controller and faults).
         clock: the controllers' clock (s) given the sim time; default: sim time itself
             (use_sim_time). For real-time operation pass ``lambda _t: time.time()``.
     """
 
-    def __init__(self, scene: Scene, clock: Optional[Callable[[float], float]] = None) -> None:
+    def __init__(self, scene: Scene, settings: SimSettings = SimSettings(),
+                 clock: Optional[Callable[[float], float]] = None) -> None:
         self.scene = scene
         self.model = scene.model
         self.data = scene.initial_data()
         self.lock = threading.Lock()
         self._clock = clock or (lambda sim_time: sim_time)
-        settings = scene.config.sim
+        self.settings = settings
         self.control_period = 1.0 / settings.control_rate_hz
         self.steps_per_cycle = max(1, int(round(self.control_period / self.model.opt.timestep)))
         self.real_time_factor = settings.real_time_factor
-        self.followers: dict[str, TrajectoryFollower] = {}
+        self.controllers: dict[str, SimulatedController] = {}
         self._delay: dict[str, collections.deque] = {}
         for name, arm in scene.arms.items():
             faults = settings.faults.get(name) or ArmFaults()
-            self.followers[name] = TrajectoryFollower(arm.joint_names, self.data.qpos[arm.qpos_adr],
-                                                      faults)
+            self.controllers[name] = make_controller(settings.arm(name).controller, arm,
+                                                     self.data.qpos[arm.qpos_adr], faults)
             latency_cycles = int(round(faults.command_latency_s / self.control_period))
             if latency_cycles > 0:
                 self._delay[name] = collections.deque(maxlen=latency_cycles + 1)
@@ -81,6 +84,12 @@ class SharedModel:
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
         self.cycles = 0
+
+    @classmethod
+    def from_config(cls, config: SimConfig, clock: Optional[Callable[[float], float]] = None
+                    ) -> "SharedModel":
+        """The scene of ``config`` compiled for simulation, with its ``sim`` settings."""
+        return cls(config.build_scene(), config.sim, clock)
 
     # ---- readers (any thread) -----------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -128,13 +137,14 @@ class SharedModel:
         with self.lock:
             now = self._clock(float(d.time))
             for name, arm in self.scene.arms.items():
-                ref = self.followers[name].update(now, d.qpos[arm.qpos_adr].copy(),
-                                                  d.qvel[arm.dof_adr].copy())
+                controller = self.controllers[name]
+                command = controller.update(now, d.qpos[arm.qpos_adr].copy(),
+                                            d.qvel[arm.dof_adr].copy())
                 delay = self._delay.get(name)
                 if delay is not None:
-                    delay.append(ref.copy())
-                    ref = delay[0]
-                d.ctrl[arm.actuator_ids] = ref
+                    delay.append(command.copy())
+                    command = delay[0]
+                d.ctrl[controller.actuator_ids] = command
             for _ in range(self.steps_per_cycle):
                 mujoco.mj_step(m, d)
             self.cycles += 1

@@ -1,52 +1,28 @@
-"""The ``scene`` and ``sim`` sections of a configuration file (see docs/simulator.md).
+"""The ``sim`` section of a configuration file (see docs/simulator.md); the ``scene`` section
+is the model layer's (:mod:`mj_manipulator_ros.model.scene_config`).
 
 ::
 
-    scene:
-      timestep: auto            # or seconds; auto = largest control_period/2^j passing every servo
-      option: {cone: elliptic, impratio: 10, integrator: implicitfast}
-      floor: true
-      models:
-        - {file: "openarm:v2/pedestal/openarm_pedestal.xml", prefix: "", pos: [0, 0, 0]}
-      initial_positions: {openarm_left_joint4: 0.3}
     sim:
       control_rate_hz: 500
       real_time_factor: 1.0
+      arms: {left: {controller: position}}
       faults: {left: {abort_after_s: 0.5}}
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Union
+from typing import Mapping, Optional
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.schema import from_mapping
+from mj_manipulator_ros.model.scene import Scene
+from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 
-
-@dataclass(frozen=True)
-class SceneModel:
-    file: str = field(metadata={"doc": "MJCF file or package:path reference (resources.py)"})
-    prefix: str = field(default="", metadata={"doc": "prepended to every name of the model"})
-    pos: tuple[float, ...] = field(default=(0.0, 0.0, 0.0), metadata={"doc": "base position, m"})
-    quat: tuple[float, ...] = field(default=(1.0, 0.0, 0.0, 0.0), metadata={"doc": "base orientation (w x y z)"})
-
-
-@dataclass(frozen=True)
-class SceneOption:
-    cone: str = field(default="elliptic", metadata={"doc": "pyramidal | elliptic"})
-    impratio: float = field(default=10.0, metadata={"min": 1.0})
-    integrator: str = field(default="implicitfast", metadata={"doc": "euler | rk4 | implicit | implicitfast"})
-
-
-@dataclass(frozen=True)
-class SceneConfig:
-    models: tuple[SceneModel, ...]
-    timestep: Union[str, float] = "auto"
-    option: SceneOption = SceneOption()
-    floor: bool = True
-    initial_positions: Mapping[str, float] = field(default_factory=dict)
+#: the simulated controller kinds (sim/controllers); the first is the default
+CONTROLLER_KINDS = ("position",)
 
 
 @dataclass(frozen=True)
@@ -79,6 +55,15 @@ class ToleranceDefaults:
 
 
 @dataclass(frozen=True)
+class ArmSimSettings:
+    """How one arm is simulated."""
+
+    controller: str = field(default=CONTROLLER_KINDS[0], metadata={
+        "doc": "simulated controller: " + " | ".join(CONTROLLER_KINDS) + " (position: the "
+               "model's position servos follow the reference)"})
+
+
+@dataclass(frozen=True)
 class SimSettings:
     control_rate_hz: float = field(default=500.0, metadata={"min": 1.0})
     feedback_rate_hz: float = field(default=20.0, metadata={"min": 0.1})
@@ -92,7 +77,11 @@ class SimSettings:
     allow_partial_joints_goal: bool = False
     allow_nonzero_velocity_at_trajectory_end: bool = False
     tolerances: ToleranceDefaults = ToleranceDefaults()
+    arms: Mapping[str, ArmSimSettings] = field(default_factory=dict)
     faults: Mapping[str, ArmFaults] = field(default_factory=dict)
+
+    def arm(self, name: str) -> ArmSimSettings:
+        return self.arms.get(name) or ArmSimSettings()
 
 
 @dataclass(frozen=True)
@@ -101,30 +90,33 @@ class SimConfig:
     scene: SceneConfig
     sim: SimSettings
 
+    def build_scene(self) -> Scene:
+        """The scene compiled for simulation: timestep for the control rate, gravity
+        compensation as configured."""
+        return Scene.from_config(self.scene, self.executor.arms, 1.0 / self.sim.control_rate_hz,
+                                 self.sim.gravity_compensation)
 
-DEFAULT_SCENE = {"models": [{"file": "openarm:v2/pedestal/openarm_pedestal.xml"}]}
+
+def _per_arm(raw, cls, config: ExecutorConfig, path: str) -> dict:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{path}: expected arm -> settings, got {raw!r}")
+    out = {}
+    for arm, body in raw.items():
+        if arm not in config.arm_names:
+            raise ConfigError(f"{path}: unknown arm {arm!r}; arms: {list(config.arm_names)}")
+        out[arm] = from_mapping(cls, body, f"{path}.{arm}")
+    return out
 
 
 def sim_config(config: ExecutorConfig) -> SimConfig:
     """Read the scene and sim sections of an executor configuration (validated strictly)."""
-    scene_raw = dict(config.extra.get("scene") or DEFAULT_SCENE)
-    initial = scene_raw.pop("initial_positions", None) or {}
-    scene = from_mapping(SceneConfig, scene_raw, "scene")
-    if isinstance(scene.timestep, str) and scene.timestep != "auto":
-        raise ConfigError(f"scene.timestep: expected 'auto' or seconds, got {scene.timestep!r}")
-    if not isinstance(scene.timestep, str) and not scene.timestep > 0:
-        raise ConfigError(f"scene.timestep: must be > 0, got {scene.timestep}")
-    if not isinstance(initial, Mapping):
-        raise ConfigError(f"scene.initial_positions: expected joint -> position, got {initial!r}")
-    scene = SceneConfig(scene.models, scene.timestep, scene.option, scene.floor,
-                        {str(k): float(v) for k, v in initial.items()})
     sim_raw = dict(config.extra.get("sim") or {})
-    faults_raw = sim_raw.pop("faults", None) or {}
+    faults = _per_arm(sim_raw.pop("faults", None) or {}, ArmFaults, config, "sim.faults")
+    arms = _per_arm(sim_raw.pop("arms", None) or {}, ArmSimSettings, config, "sim.arms")
+    for arm, a in arms.items():
+        if a.controller not in CONTROLLER_KINDS:
+            raise ConfigError(f"sim.arms.{arm}.controller: expected one of {list(CONTROLLER_KINDS)}, "
+                              f"got {a.controller!r}")
     settings = from_mapping(SimSettings, sim_raw, "sim")
-    faults = {}
-    for arm, f in faults_raw.items():
-        if arm not in config.arm_names:
-            raise ConfigError(f"sim.faults: unknown arm {arm!r}; arms: {list(config.arm_names)}")
-        faults[arm] = from_mapping(ArmFaults, f, f"sim.faults.{arm}")
-    settings = SimSettings(**{**settings.__dict__, "faults": faults})
-    return SimConfig(config, scene, settings)
+    settings = SimSettings(**{**settings.__dict__, "arms": arms, "faults": faults})
+    return SimConfig(config, scene_config(config), settings)

@@ -1,24 +1,25 @@
 """The pre-flight gate: refuse, before any goal is sent, a plan that collides when replayed
-synchronized through the configuration's MuJoCo scene (``execution.preflight_check: true``)."""
+synchronized through the configuration's MuJoCo scene (``execution.preflight_check: true``).
+
+The executor only takes a ``plan -> None`` callable; program entry points build this one with
+:func:`preflight_for` (the ROS layer never imports the check).
+"""
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
+from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
+from mj_manipulator_ros.check.report import ReplayReport
 from mj_manipulator_ros.core.config import ExecutorConfig
-from mj_manipulator_ros.core.errors import ConfigError, ExecutionRefusedError
+from mj_manipulator_ros.core.errors import ExecutionRefusedError
 from mj_manipulator_ros.core.plan import MultiArmPlan
-from mj_manipulator_ros.core.replay_checker import PlanReplayChecker
-from mj_manipulator_ros.core.replay_report import ReplayReport
+from mj_manipulator_ros.model.scene import scene_for
 
 
 def scene_checker(config: ExecutorConfig, **kwargs) -> PlanReplayChecker:
-    """A replay checker on the scene described by the config's ``scene`` section."""
-    from mj_manipulator_ros.sim.scene import Scene
-    from mj_manipulator_ros.sim.sim_config import sim_config
-
-    if "scene" not in config.extra:
-        raise ConfigError("the replay check needs a 'scene' section in the configuration "
-                          "(the MuJoCo model of the robot)")
-    return PlanReplayChecker.from_scene(Scene.from_config(sim_config(config)), **kwargs)
+    """A replay checker on the scene described by the config's ``scene`` section (required)."""
+    return PlanReplayChecker.from_scene(scene_for(config), **kwargs)
 
 
 class PlanRefused(ExecutionRefusedError):
@@ -41,3 +42,9 @@ class PreflightCheck:
         if not report.collision_free:
             raise PlanRefused(report)
         return report
+
+
+def preflight_for(config: ExecutorConfig) -> Optional[Callable[[MultiArmPlan], ReplayReport]]:
+    """The gate the configuration asks for: a :class:`PreflightCheck` with
+    ``execution.preflight_check``, else None."""
+    return PreflightCheck(config) if config.execution.preflight_check else None

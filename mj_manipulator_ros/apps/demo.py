@@ -33,9 +33,10 @@ from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from trajectory_msgs.msg import JointTrajectory
 
-from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
+from mj_manipulator_ros.check.preflight import preflight_for, scene_checker
+from mj_manipulator_ros.model.limits import load_config_with_model
 from mj_manipulator_ros.resources import config_file, share_dir
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.conversion import trajectory_msg
@@ -64,7 +65,7 @@ def combined_trajectory(plan: MultiArmPlan) -> JointTrajectory:
 
 def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
              out: Path = Path("demo_report.json"), speed: float = 1.0, view: bool = False) -> dict:
-    config = load_config(config_path or config_file("sim_openarm.yaml"))
+    config = load_config_with_model(config_path or config_file("sim_openarm.yaml"))
     plan = load_plan(plan_path or share_dir() / "config/plans/openarm_crossing.yaml")
     if speed != 1.0:
         plan = plan.time_scaled(speed)
@@ -73,7 +74,7 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
                                                            "_sequential_worst.png"))
     with RosContext() as ros:
         sim = SimNode(sim_cfg, context=ros.context).start()
-        executor = MultiArmExecutor(config, context=ros.context)
+        executor = MultiArmExecutor(config, context=ros.context, preflight=preflight_for(config))
         node = rclpy.create_node("mj_manipulator_execution", context=ros.context)
         server = CombinedTrajectoryServer(node, config, executor)
         server_exec = MultiThreadedExecutor(num_threads=4, context=ros.context)
@@ -133,8 +134,6 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
 
 def replay_comparison(config, plan: MultiArmPlan, image: Path) -> dict:
     """What the plan does synchronized (as planned) and run one arm after the other."""
-    from mj_manipulator_ros.preflight import scene_checker
-
     checker = scene_checker(config)
     out = {}
     for mode in ("synchronized", "sequential"):
@@ -143,7 +142,7 @@ def replay_comparison(config, plan: MultiArmPlan, image: Path) -> dict:
         out[mode] = report.to_dict()
         if mode == "sequential" and not report.collision_free:
             try:
-                from mj_manipulator_ros.replay_render import render_worst
+                from mj_manipulator_ros.check.render import render_worst
                 render_worst(checker, report, plan, image)
                 out[mode]["image"] = str(image)
                 print(f"demo: worst sequential state pictured in {image}", flush=True)

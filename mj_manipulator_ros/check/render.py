@@ -12,8 +12,8 @@ from typing import Mapping
 
 import numpy as np
 
-from mj_manipulator_ros.core.replay_checker import PlanReplayChecker
-from mj_manipulator_ros.core.replay_report import ReplayReport
+from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
+from mj_manipulator_ros.check.report import ReplayReport
 
 HIGHLIGHT = np.array([1.0, 0.1, 0.1, 1.0])
 

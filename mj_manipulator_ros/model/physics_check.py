@@ -8,7 +8,7 @@ I (the diagonal of the joint-space inertia matrix at the start pose, armature in
 
 An explicit-ish step of dt resolves it when omega * dt <= max(1, zeta); beyond that the servo
 rings or goes unstable. ``timestep: auto`` picks the largest dt = control_period / 2**j that
-passes every servo of every arm.
+passes every servo of every arm. Joints without a position servo are not checked here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Iterable
 
 import mujoco
 import numpy as np
+
+from mj_manipulator_ros.model.arm_binding import ActuatorKind
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +44,12 @@ def servo_checks(model: mujoco.MjModel, arms: Iterable, qpos: np.ndarray, dt: fl
     out = []
     for arm in arms:
         for k, name in enumerate(arm.joint_names):
+            servos = [a for a in arm.actuators[k] if a.kind is ActuatorKind.POSITION]
+            if not servos:  # a joint driven otherwise (a motor) has no servo to resolve
+                continue
             dof = int(arm.dof_adr[k])
             inertia = float(full[dof, dof])
-            kp, kv = float(arm.kp[k]), float(arm.kv[k])
+            kp, kv = sum(a.kp for a in servos), sum(a.kv for a in servos)
             damping = float(model.dof_damping[dof])
             omega = float(np.sqrt(kp / inertia))
             zeta = (kv + damping) / (2.0 * np.sqrt(kp * inertia))

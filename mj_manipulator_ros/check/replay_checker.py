@@ -38,10 +38,10 @@ from typing import Callable, Mapping, Optional
 import mujoco
 import numpy as np
 
-from mj_manipulator_ros.core.arm_binding import ArmBinding
+from mj_manipulator_ros.model.arm_binding import ArmBinding
 from mj_manipulator_ros.core.plan import MultiArmPlan
-from mj_manipulator_ros.core.replay_report import PairHit, ReplayReport
-from mj_manipulator_ros.core.replay_timeline import ReplayMode, Timeline, build_timeline
+from mj_manipulator_ros.check.report import PairHit, ReplayReport
+from mj_manipulator_ros.check.timeline import ReplayMode, Timeline, build_timeline
 
 ENV = -1
 
@@ -133,7 +133,7 @@ class PlanReplayChecker:
 
     @classmethod
     def from_scene(cls, scene, **kwargs) -> "PlanReplayChecker":
-        """From a :class:`mj_manipulator_ros.sim.scene.Scene` (or anything with model, arms,
+        """From a :class:`mj_manipulator_ros.model.scene.Scene` (or anything with model, arms,
         initial_qpos)."""
         return cls(scene.model, scene.arms, scene.initial_qpos, **kwargs)
 

@@ -3,9 +3,9 @@
 Each entry of ``scene.models`` is an MJCF file attached with ``MjSpec.attach`` into an empty
 parent spec at its own frame (position, quaternion) and name prefix, so any number of arms of any
 MJCF model can share one scene. Solver options are set on the parent (``attach`` does not carry
-them). Arms are then bound by name: every configured arm joint must exist in the composed model
-and be driven by exactly one position servo (``gaintype=fixed``, ``biastype=affine``,
-``biasprm[1] = -kp``).
+them). Arms are then bound by name: every configured arm joint must exist in the composed model;
+its actuators are reported with their kind (what a simulated controller needs of them is the
+controller's business, see ``sim/controllers``).
 
 Names are resolved to indices once, here; everything downstream uses :class:`ArmBinding`.
 """
@@ -17,14 +17,17 @@ import logging
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import mujoco
 import numpy as np
 
-from mj_manipulator_ros.core.arm_binding import ArmBinding, bind_arm  # noqa: F401 (re-export)
+from mj_manipulator_ros.core.config import ArmConfig, ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
+from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding, bind_arm, joint_actuator
+from mj_manipulator_ros.model.physics_check import choose_timestep
+from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 from mj_manipulator_ros.resources import resolve_model
-from mj_manipulator_ros.sim.sim_config import SceneConfig, SimConfig
 
 log = logging.getLogger(__name__)
 
@@ -85,31 +88,45 @@ def _choice(table: dict, value: str, path: str):
 
 @dataclass
 class Scene:
-    """A compiled scene with its arms bound. Build with :meth:`from_config`."""
+    """A compiled scene with its arms bound. Build with :meth:`from_config` or :func:`scene_for`.
+
+    Attributes:
+        model: the compiled model (timestep chosen, gravity compensation applied).
+        arms: arm name -> binding, in configuration order.
+        initial_qpos: the start pose, shape (nq,).
+        control_period: the control period the timestep was chosen for, s.
+    """
 
     model: mujoco.MjModel
     arms: dict[str, ArmBinding]
     initial_qpos: np.ndarray
-    config: SimConfig
+    control_period: float
 
     @classmethod
-    def from_config(cls, config: SimConfig, base_dir: Path | None = None) -> "Scene":
-        if base_dir is None and config.executor.source:
-            base_dir = Path(config.executor.source).resolve().parent
-        spec = compose_spec(config.scene, base_dir)
+    def from_config(cls, scene: SceneConfig, arms: Sequence[ArmConfig], control_period: float = 0.002,
+                    gravity_compensation: bool = False) -> "Scene":
+        """Compose and compile ``scene``, bind ``arms``, choose the timestep.
+
+        Args:
+            scene: the scene section (models, options, initial positions, timestep).
+            arms: the arms to bind (joints in controller order).
+            control_period: s; ``timestep: auto`` picks a step dividing it.
+            gravity_compensation: cancel gravity on every arm body (``body_gravcomp``).
+        """
+        spec = compose_spec(scene, scene.base_dir)
         with _quiet_attach():
             model = spec.compile()
-        arms = {a.name: bind_arm(model, a) for a in config.executor.arms}
-        if config.sim.gravity_compensation:
+        bound = {a.name: bind_arm(model, a) for a in arms}
+        if gravity_compensation:
             # gravity compensation is sized at compile time: mark the arms' bodies, recompile
-            for arm in arms.values():
+            for arm in bound.values():
                 for b in arm.body_ids:
                     spec.body(model.body(b).name).gravcomp = 1.0
             with _quiet_attach():
                 model = spec.compile()
-            arms = {a.name: bind_arm(model, a) for a in config.executor.arms}
+            bound = {a.name: bind_arm(model, a) for a in arms}
         qpos = model.qpos0.copy()
-        for joint, value in config.scene.initial_positions.items():
+        for joint, value in scene.initial_positions.items():
             jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint)
             if jid < 0:
                 raise ConfigError(f"scene.initial_positions: joint {joint!r} is not in the model")
@@ -117,20 +134,20 @@ class Scene:
                 raise ConfigError(f"scene.initial_positions.{joint}: {value} is outside the joint "
                                   f"range {model.jnt_range[jid].tolist()}")
             qpos[model.jnt_qposadr[jid]] = value
-        from mj_manipulator_ros.sim.physics_check import choose_timestep
-        control_period = 1.0 / config.sim.control_rate_hz
-        if config.scene.timestep == "auto":
-            model.opt.timestep = choose_timestep(model, arms.values(), qpos, control_period)
+        if scene.timestep == "auto":
+            model.opt.timestep = choose_timestep(model, bound.values(), qpos, control_period)
         else:
-            model.opt.timestep = float(config.scene.timestep)
-        return cls(model, arms, qpos, config)
+            model.opt.timestep = float(scene.timestep)
+        return cls(model, bound, qpos, control_period)
 
     def initial_data(self) -> mujoco.MjData:
-        """A fresh MjData at the initial pose, every servo holding its joint there."""
+        """A fresh MjData at the initial pose, every position servo holding its joint there
+        (other actuators' ``ctrl`` stays 0)."""
         data = mujoco.MjData(self.model)
         data.qpos[:] = self.initial_qpos
         for a in range(self.model.nu):
-            if self.model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT:
+            if self.model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT and \
+                    joint_actuator(self.model, a).kind is ActuatorKind.POSITION:
                 j = self.model.actuator_trnid[a, 0]
                 data.ctrl[a] = data.qpos[self.model.jnt_qposadr[j]]
         if self.model.nu:
@@ -139,3 +156,11 @@ class Scene:
             data.ctrl[limited] = np.clip(data.ctrl[limited], lo[limited], hi[limited])
         mujoco.mj_forward(self.model, data)
         return data
+
+
+def scene_for(config: ExecutorConfig, control_period: float = 0.002,
+              gravity_compensation: bool = False) -> Scene:
+    """The scene of a configuration's ``scene`` section (required) with its arms bound: what the
+    replay check and the offline bring-up stage need (kinematics only)."""
+    return Scene.from_config(scene_config(config, required=True), config.arms, control_period,
+                             gravity_compensation)

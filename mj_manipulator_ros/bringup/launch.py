@@ -5,7 +5,7 @@ Imports ``launch``/``launch_ros`` (present in a ROS 2 distro, not in the wheel e
 
 from __future__ import annotations
 
-from mj_manipulator_ros.bringup import LAUNCH_ARGUMENTS, nodes_for
+from mj_manipulator_ros.bringup.nodes import LAUNCH_ARGUMENTS, nodes_for
 
 
 def generate(mode: str):

@@ -1,0 +1,1 @@
+"""Programs built from the floors below: the demo and the execution node's entry point."""

@@ -1,0 +1,166 @@
+"""One simulated arm's FollowJointTrajectory action server (joint_trajectory_controller rows:
+checks in ``sim/goal.py``, execution by the arm's simulated controller in ``sim/controllers``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+
+from control_msgs.action import FollowJointTrajectory
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from trajectory_msgs.msg import JointTrajectoryPoint
+
+from mj_manipulator_ros.core.config import ArmConfig
+from mj_manipulator_ros.ros.conversion import duration_s, stamp_msg, time_ns
+from mj_manipulator_ros.sim.goal import GoalRequest, GoalTicket, ToleranceRequest, check_goal
+from mj_manipulator_ros.sim.shared_model import SharedModel
+from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig
+
+Result = FollowJointTrajectory.Result
+
+
+class SimArmServer:
+    """One simulated arm's FollowJointTrajectory server."""
+
+    def __init__(self, node: Node, arm: ArmConfig, shared: SharedModel, config: SimConfig) -> None:
+        self.node, self.arm, self.shared, self.config = node, arm, shared, config
+        self.controller = shared.controllers[arm.name]
+        self.tickets: list[GoalTicket] = []  # every accepted goal, in order (tests, demo)
+        self._by_goal: dict[bytes, GoalTicket] = {}
+        self._lock = threading.Lock()
+        self._reject_armed = self.controller.faults.reject_next_goal
+        self.closing = threading.Event()  # set by SimNode.close: every goal ends, none starts
+        self._server = ActionServer(
+            node, FollowJointTrajectory, arm.action_name, self._execute,
+            goal_callback=self._on_goal, cancel_callback=self._on_cancel,
+            callback_group=ReentrantCallbackGroup())
+
+    @property
+    def faults(self) -> ArmFaults:
+        return self.controller.faults
+
+    def set_faults(self, faults: ArmFaults) -> None:
+        self.controller.faults = faults
+        with self._lock:
+            self._reject_armed = faults.reject_next_goal
+
+    def _request(self, goal: FollowJointTrajectory.Goal) -> GoalRequest:
+        t = goal.trajectory
+        return GoalRequest(
+            tuple(t.joint_names), [duration_s(p.time_from_start) for p in t.points],
+            [list(p.positions) for p in t.points], [list(p.velocities) for p in t.points],
+            [list(p.accelerations) for p in t.points], time_ns(t.header.stamp) * 1e-9,
+            tuple(ToleranceRequest(x.name, x.position, x.velocity) for x in goal.path_tolerance),
+            tuple(ToleranceRequest(x.name, x.position, x.velocity) for x in goal.goal_tolerance),
+            duration_s(goal.goal_time_tolerance))  # negative = unchecked
+
+    def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
+        with self._lock:
+            if self._reject_armed:
+                self._reject_armed = False  # once: the stored faults forget it too
+                self.controller.faults = dataclasses.replace(self.controller.faults,
+                                                           reject_next_goal=False)
+                self.node.get_logger().warning(f"{self.arm.name}: rejecting goal (injected fault)")
+                return GoalResponse.REJECT
+        if self.faults.accept_delay_s > 0:
+            time.sleep(self.faults.accept_delay_s)  # the injected fault *is* a blocking delay
+        reason, _ = self._check(goal)
+        if reason:
+            self.node.get_logger().error(f"{self.arm.name}: rejecting goal: {reason}")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _check(self, goal):
+        s = self.config.sim
+        hold = self.shared.snapshot().arms[self.arm.name].positions
+        return check_goal(self._request(goal), self.arm.joint_names, self.shared.controller_time(),
+                          s.tolerances, s.allow_partial_joints_goal,
+                          s.allow_nonzero_velocity_at_trajectory_end, hold)
+
+    def _on_cancel(self, goal_handle) -> CancelResponse:
+        if self.faults.ignore_cancel:
+            self.node.get_logger().warning(f"{self.arm.name}: refusing cancel (injected fault)")
+            return CancelResponse.REJECT
+        with self._lock:
+            ticket = self._by_goal.get(bytes(goal_handle.goal_id.uuid))
+        if ticket is not None:
+            self.controller.cancel(ticket)
+        return CancelResponse.ACCEPT  # always (unless faulted), as joint_trajectory_controller
+
+    def _execute(self, goal_handle) -> Result:
+        if self.closing.is_set():
+            goal_handle.abort()
+            return Result(error_code=Result.INVALID_GOAL, error_string="simulator shutting down")
+        reason, goal = self._check(goal_handle.request)
+        if reason:  # became invalid between acceptance and execution (e.g. now in the past)
+            goal_handle.abort()
+            return Result(error_code=Result.OLD_HEADER_TIMESTAMP, error_string=reason)
+        ticket = self.controller.submit(goal)
+        key = bytes(goal_handle.goal_id.uuid)
+        with self._lock:
+            self._by_goal[key] = ticket
+            self.tickets.append(ticket)
+        if goal_handle.is_cancel_requested:
+            self.controller.cancel(ticket)
+        period = 1.0 / self.config.sim.feedback_rate_hz
+        try:
+            while not ticket.done.wait(period):
+                self._publish_feedback(goal_handle, ticket)
+                exit_after = self.faults.exit_after_s
+                if exit_after is not None and ticket.started_at is not None and \
+                        self.shared.controller_time() >= ticket.started_at + exit_after:
+                    self.node.get_logger().error(f"{self.arm.name}: exiting (injected fault)")
+                    os._exit(5)
+                if self.closing.is_set() or not self.node.context.ok():
+                    break
+            self._publish_feedback(goal_handle, ticket)
+        finally:
+            with self._lock:
+                self._by_goal.pop(key, None)
+        result = Result(error_code=ticket.error_code, error_string=ticket.error_string)
+        if ticket.outcome == "succeeded":
+            goal_handle.succeed()
+        elif ticket.outcome == "canceled":
+            _wait_until(lambda: goal_handle.is_cancel_requested, 1.0)
+            goal_handle.canceled()
+        else:
+            if ticket.outcome is None:  # shutting down
+                result = Result(error_code=Result.INVALID_GOAL, error_string="simulator shutting down")
+            goal_handle.abort()
+        return result
+
+    def _publish_feedback(self, goal_handle, ticket: GoalTicket) -> None:
+        with ticket.lock:
+            if ticket.desired is None:
+                return
+            fb = FollowJointTrajectory.Feedback()
+            fb.header.stamp = stamp_msg(ticket.time)
+            fb.joint_names = list(self.arm.joint_names)
+            fb.desired = JointTrajectoryPoint(positions=ticket.desired.tolist(),
+                                              velocities=ticket.desired_velocity.tolist())
+            fb.actual = JointTrajectoryPoint(positions=ticket.actual.tolist(),
+                                             velocities=ticket.actual_velocity.tolist())
+            fb.error = JointTrajectoryPoint(
+                positions=(ticket.desired - ticket.actual).tolist(),
+                velocities=(ticket.desired_velocity - ticket.actual_velocity).tolist())
+            if hasattr(fb, "index"):  # control_msgs >= 6.3 (Kilted); not in Jazzy's layout
+                fb.index = ticket.index
+        goal_handle.publish_feedback(fb)
+
+    def destroy(self) -> None:
+        self._server.destroy()
+
+
+def _wait_until(predicate, timeout: float) -> bool:
+    """rclpy moves a goal to CANCELING just after the cancel callback returns; the follower may
+    finish first. Wait (bounded) for the transition before calling canceled()."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.0005)
+    return True
