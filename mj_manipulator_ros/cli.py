@@ -19,12 +19,15 @@ def _selfcheck(_args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
     from mj_manipulator_ros.check.preflight import preflight_for
     from mj_manipulator_ros.core import overrides
     from mj_manipulator_ros.core.config import ExecutionSettings
     from mj_manipulator_ros.core.errors import MjManipulatorError
     from mj_manipulator_ros.core.plan_io import load_plan
-    from mj_manipulator_ros.core.sync import FailureReason
+    from mj_manipulator_ros.core.sync import INTERRUPTED, CancelScope, FailureReason, interrupts_cancel
     from mj_manipulator_ros.core.validation import validate_plan
     from mj_manipulator_ros.model.limits import load_config_with_model
     from mj_manipulator_ros.ros.executor import MultiArmExecutor
@@ -40,30 +43,29 @@ def _execute(args: argparse.Namespace) -> int:
     except MjManipulatorError as exc:
         print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        executor = MultiArmExecutor(config, preflight=preflight_for(config))
-    except MjManipulatorError as exc:
-        print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("mj-manipulator-ros execute: interrupted before any goal was sent", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    try:
-        report = executor.execute(plan, record=args.record)  # Ctrl-C inside: arms canceled
-    except MjManipulatorError as exc:  # refused by the pre-flight check: nothing was sent
-        print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except KeyboardInterrupt:  # the executor handles Ctrl-C during the motion itself
-        print("mj-manipulator-ros execute: interrupted outside the motion (before any goal was "
-              "sent, or after every arm had finished)", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        executor.close()
-    print(report.to_json() if args.json else report.summary(), flush=True)
+    scope = CancelScope()
+    with interrupts_cancel(scope):  # from here on Ctrl-C cancels (nothing sent, or every arm
+        try:                        # canceled and confirmed); it never raises
+            executor = MultiArmExecutor(config, preflight=preflight_for(config))
+        except MjManipulatorError as exc:
+            print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        try:
+            report = executor.execute(plan, record=args.record, scope=scope)
+        except MjManipulatorError as exc:  # refused by the pre-flight check: nothing was sent
+            print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        finally:
+            executor.close()
+        print(report.to_json() if args.json else report.summary(), flush=True)
+        # every arm has stopped and the report is out: from here the process only exits, and a
+        # late Ctrl-C must not turn the exit status into "killed by SIGINT"
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     if report.succeeded:
         return EXIT_OK
     f = report.first_failure
-    if f is not None and f.reason is FailureReason.EXTERNAL_ABORT and "Ctrl-C" in f.error_string:
+    if f is not None and f.reason is FailureReason.EXTERNAL_ABORT and f.error_string == INTERRUPTED:
         return EXIT_INTERRUPTED
     return EXIT_FAILED
 

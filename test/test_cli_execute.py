@@ -89,3 +89,33 @@ def test_ctrl_c_cancels_every_arm(tmp_path, processes) -> None:
     for arm in ("left", "right"):
         assert report["arms"][arm]["status"] == "canceled", report
         assert report["arms"][arm]["stop_confirmed"] is True
+
+
+def test_ctrl_c_burst_never_escapes(tmp_path, processes) -> None:
+    """Forty Ctrl-Cs 2 ms apart, from just after the goals go out: every one lands somewhere in
+    the executor (inside the handler of the previous one, between opening the gate and waiting,
+    ...). None may escape: the CLI reports every arm canceled and confirmed and exits 130
+    (regression: a second Ctrl-C inside the handler escaped, the CLI said no goal was sent and
+    closed the executor under running goals)."""
+    import time
+
+    plan, cfg = write_inputs(tmp_path, duration=4.0)
+    ctl = controllers(processes, {"left": "never_finish", "right": "never_finish"})
+    cli = processes([*CLI, "execute", str(plan), "--config", str(cfg), "--json"])
+    for proc in ctl.values():
+        processes.wait_for_line(proc, "goal received", timeout=60)
+    for _ in range(40):
+        if cli.poll() is not None:
+            break
+        cli.send_signal(signal.SIGINT)
+        time.sleep(0.002)
+    code = cli.wait(timeout=30)
+    out = cli.stdout.read()
+    err = "".join(cli.stderr_seen) + "".join(iter(lambda: cli.lines.get(timeout=5) or "", ""))
+    assert code == 130, (out[-2000:], err[-3000:])
+    assert "interrupted outside the motion" not in err
+    report = json.loads(out)
+    assert report["status"] == "canceled", report
+    for arm in ("left", "right"):
+        assert report["arms"][arm]["status"] == "canceled", report
+        assert report["arms"][arm]["stop_confirmed"] is True

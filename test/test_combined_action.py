@@ -27,10 +27,10 @@ def combined(ros, scripted):
     """combined(behaviors) -> (send, controllers, server); send(goal) -> (accepted, handle)."""
     parts = []
 
-    def make(behaviors):
+    def make(behaviors, preflight=None, **execution):
         controllers = scripted(behaviors)
-        config = make_config(tuple(behaviors), joints=7)
-        executor = MultiArmExecutor(config, context=ros.context)
+        config = make_config(tuple(behaviors), joints=7, **execution)
+        executor = MultiArmExecutor(config, context=ros.context, preflight=preflight)
         node = rclpy.create_node("mjmr_test_execution", context=ros.context)
         server = CombinedTrajectoryServer(node, config, executor, ACTION)
         spin = MultiThreadedExecutor(num_threads=4, context=ros.context)
@@ -125,3 +125,82 @@ def test_one_arm_goal_runs_only_that_arm(combined) -> None:
     handle = send(client, client_exec, combined_goal(arms=("right",)))
     assert result(client_exec, handle).status == GoalStatus.STATUS_SUCCEEDED
     assert ctl["left"].goals == [] and len(ctl["right"].goals) == 1
+
+
+def slow_preflight(seconds: float, refuse: bool = False):
+    """A pre-flight check that takes ``seconds`` (a big scene's replay) and records its calls."""
+    from mj_manipulator_ros.core.errors import ExecutionRefusedError
+
+    calls = []
+
+    def check(plan):
+        calls.append(plan)
+        time.sleep(seconds)
+        if refuse:
+            raise ExecutionRefusedError("pre-flight check refused the plan (test)")
+    check.calls = calls
+    return check
+
+
+def test_cancel_right_after_acceptance_moves_nothing_unconfirmed(combined) -> None:
+    """The cancel arrives while the executor is still starting (regression: accepted during the
+    pre-flight check and ignored; both arms ran the whole plan and the goal SUCCEEDED)."""
+    pre = slow_preflight(0.5)
+    client, ex, ctl, server = combined({"left": "succeed", "right": "succeed"}, preflight=pre)
+    handle = send(client, ex, combined_goal(duration=2.0))
+    assert handle.accepted
+    cancel = handle.cancel_goal_async()
+    ex.spin_until_future_complete(cancel, timeout_sec=5.0)
+    res = result(ex, handle, timeout=15.0)
+    assert res.status == GoalStatus.STATUS_CANCELED, res.result.error_string
+    assert len(pre.calls) == 1
+    report = server.last_report
+    for arm in ("left", "right"):
+        r = report.arms[arm]
+        assert r.stop_confirmed and r.status in (ArmStatus.NOT_SENT, ArmStatus.CANCELED), r
+        assert len(ctl[arm].goals) == ctl[arm].cancel_requests  # any goal sent was canceled
+
+
+def test_preflight_refusal_is_a_rejection(combined) -> None:
+    pre = slow_preflight(0.0, refuse=True)
+    client, ex, ctl, _ = combined({"left": "succeed", "right": "succeed"}, preflight=pre)
+    assert not send(client, ex, combined_goal()).accepted and len(pre.calls) == 1
+    assert ctl["left"].goals == [] and ctl["right"].goals == []
+
+
+def test_second_goal_while_the_first_is_being_checked_is_rejected(combined) -> None:
+    """Two goals back to back: one accepted, the other rejected at once (regression: both were
+    accepted, then one aborted with 'another combined goal is executing')."""
+    pre = slow_preflight(0.3)
+    client, ex, ctl, _ = combined({"left": "succeed", "right": "succeed"}, preflight=pre)
+    first = client.send_goal_async(combined_goal())
+    second = client.send_goal_async(combined_goal())
+    for f in (first, second):
+        ex.spin_until_future_complete(f, timeout_sec=10.0)
+    answers = sorted(f.result().accepted for f in (first, second))
+    assert answers == [False, True]
+    handle = next(f.result() for f in (first, second) if f.result().accepted)
+    res = result(ex, handle, timeout=15.0)
+    assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.error_string
+
+
+def test_tolerances_are_split_by_arm(combined) -> None:
+    from control_msgs.msg import JointTolerance
+
+    client, ex, ctl, _ = combined({"left": "succeed", "right": "succeed"})
+    goal = combined_goal()
+    goal.path_tolerance = [JointTolerance(name="left_j2", position=0.1, velocity=0.5),
+                           JointTolerance(name="right_j0", position=0.2)]
+    goal.goal_tolerance = [JointTolerance(name="right_j6", position=0.01)]
+    goal.goal_time_tolerance.sec, goal.goal_time_tolerance.nanosec = 1, 500_000_000
+    handle = send(client, ex, goal)
+    assert handle.accepted
+    res = result(ex, handle, timeout=15.0)
+    assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.error_string
+    left, right = ctl["left"].goals[0], ctl["right"].goals[0]
+    assert left.path_tolerance == (("left_j2", 0.1, 0.5),) and left.goal_tolerance == ()
+    assert right.path_tolerance == (("right_j0", 0.2, 0.0),)
+    assert right.goal_tolerance == (("right_j6", 0.01, 0.0),)
+    assert left.goal_time_tolerance == right.goal_time_tolerance == 1.5
+    goal.path_tolerance = [JointTolerance(name="elbow_of_nobody", position=0.1)]
+    assert not send(client, ex, goal).accepted  # a tolerance for a joint of no arm: refused, nothing moves

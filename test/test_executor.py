@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from factories import make_config, make_plan
-from mj_manipulator_ros.core.errors import JointLimitError
+from mj_manipulator_ros.core.errors import ExecutionRefusedError, JointLimitError
 from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus
 from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
@@ -108,14 +109,36 @@ def test_execution_timeout_cancels_all(run) -> None:
     assert report.arms["right"].status is ArmStatus.SUCCEEDED
 
 
-def test_silent_controller_trips_the_feedback_watchdog(run) -> None:
-    report, ctl = run({"left": "silent", "right": "succeed"}, duration=3.0, feedback_timeout_s=0.3)
+def test_server_without_feedback_succeeds(run) -> None:
+    """The action does not require feedback: a server that never sends any is not failed for
+    silence (regression: every such execution failed with feedback_timeout after 0.5 s)."""
+    report, ctl = run({"left": "no_feedback", "right": "succeed"}, duration=1.5,
+                      feedback_timeout_s=0.3)
+    assert report.status is ExecutionStatus.SUCCEEDED, report.summary()
+    assert ctl["left"].goals and ctl["left"].cancel_requests == 0
+
+
+def test_feedback_pause_on_a_live_controller_is_not_a_failure(run) -> None:
+    """Feedback stops for 1.5 s mid-goal (a loaded machine) but the controller answers the
+    liveness probe: the execution succeeds (regression: a fixed 0.5 s silence failed it)."""
+    from mj_manipulator_ros.ros.scripted_controller import PAUSE_S
+
+    report, _ = run({"left": ("pause_feedback", 0.3), "right": "succeed"}, duration=3.0,
+                    feedback_timeout_s=0.3)
+    assert PAUSE_S > 4 * 0.3
+    assert report.status is ExecutionStatus.SUCCEEDED, report.summary()
+
+
+def test_hung_controller_times_out_and_stops_every_arm(run) -> None:
+    """A controller that accepts and then never reports anything is caught by the result
+    deadline (it is alive: it answers probes and stays in the graph)."""
+    report, ctl = run({"left": "silent", "right": "never_finish"}, duration=0.5,
+                      timeout_scaling=1.0, timeout_margin_s=0.5)
     f = report.first_failure
-    assert f.arm == "left" and f.reason is FailureReason.FEEDBACK_TIMEOUT
-    assert "presumed dead" in f.error_string
-    right = report.arms["right"]
-    assert right.status is ArmStatus.CANCELED and right.stop_confirmed
-    assert right.result_at < report.start_stamp + 3.0  # stopped mid-motion, not at its end
+    assert f.arm == "left" and f.reason is FailureReason.TIMEOUT, report.summary()
+    for arm in ("left", "right"):
+        assert report.arms[arm].status is ArmStatus.CANCELED and report.arms[arm].stop_confirmed
+        assert ctl[arm].cancel_requests == 1
 
 
 def test_late_acceptance_fails_and_cancels(run) -> None:
@@ -199,3 +222,44 @@ def test_many_executions_never_hang(run, ros, scripted) -> None:
         reports = [ex.execute(plan) for _ in range(25)]
     assert all(r.succeeded for r in reports), [r.summary() for r in reports if not r.succeeded][:1]
     assert all(len(c.goals) == 25 for c in ctl.values())
+
+
+def test_abort_during_the_preflight_check_sends_nothing(ros, scripted) -> None:
+    """abort() while the plan is still being checked: no goal goes out (regression: abort()
+    returned False and both arms ran the plan)."""
+    ctl = scripted({"left": "succeed", "right": "succeed"})
+
+    def slow_preflight(plan) -> None:
+        time.sleep(0.5)
+    with MultiArmExecutor(make_config(), context=ros.context, preflight=slow_preflight) as ex:
+        timer = threading.Timer(0.1, ex.abort, args=("stop pressed",))
+        timer.start()
+        report = ex.execute(make_plan())
+        timer.join(5.0)
+    assert report.status is ExecutionStatus.CANCELED and report.start_stamp is None
+    assert report.first_failure.error_string == "stop pressed"
+    assert all(r.status is ArmStatus.NOT_SENT for r in report.arms.values())
+    assert ctl["left"].goals == [] and ctl["right"].goals == []
+
+
+def test_close_stops_a_running_execution_first(ros, scripted) -> None:
+    """close() from another thread aborts the running execution and returns only once every arm
+    is stopped and confirmed (regression: it destroyed the nodes under running goals)."""
+    ctl = scripted({"left": "never_finish", "right": "never_finish"})
+    ex = MultiArmExecutor(make_config(), context=ros.context)
+    out = {}
+    runner = threading.Thread(target=lambda: out.update(report=ex.execute(make_plan(duration=5.0))))
+    runner.start()
+    deadline = time.monotonic() + 10
+    while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ex.close()
+    assert not runner.is_alive()  # close returned after the execution had ended
+    runner.join(1.0)
+    report = out["report"]
+    assert report.status is ExecutionStatus.CANCELED
+    assert report.first_failure.error_string == "executor closing"
+    for arm in ("left", "right"):
+        assert report.arms[arm].status is ArmStatus.CANCELED and report.arms[arm].stop_confirmed
+    with pytest.raises(ExecutionRefusedError, match="closed"):
+        ex.execute(make_plan())

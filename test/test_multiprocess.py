@@ -30,7 +30,10 @@ CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
 
 def multiprocess_config(tmp_path: Path) -> Path:
     data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
-    data["execution"].update(timeout_scaling=1.0, timeout_margin_s=1.5, cancel_wait_s=1.0)
+    # a lead that survives a loaded 2-core machine: a simulator process that has just started
+    # accepted its first goal up to ~330 ms after it was sent
+    data["execution"].update(timeout_scaling=1.0, timeout_margin_s=1.5, cancel_wait_s=1.0,
+                             start_lead_s=0.6)
     data["sim"].update(use_sim_time=False, real_time_factor=1.0)
     path = tmp_path / "multiprocess.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -154,5 +157,52 @@ def test_simulator_exit_fault_and_recording(tmp_path, processes, ros) -> None:
     with MultiArmExecutor(cfg, context=ros.context) as executor:
         report = executor.execute(small_plan(cfg_path, duration=2.0))
     assert sim.wait(timeout=20) == 5  # os._exit(5): the injected "controller exits" fault
-    assert report.first_failure.reason is FailureReason.FEEDBACK_TIMEOUT
+    # the process is gone: no probe answer, or its server left the graph, whichever is first
+    assert report.first_failure.reason in (FailureReason.FEEDBACK_TIMEOUT,
+                                           FailureReason.CONTROLLER_GONE), report.summary()
     assert set(report.unconfirmed_arms) == {"left", "right"}  # both served by the dead process
+
+
+def test_frozen_controller_process_is_detected(processes, ros, scripted) -> None:
+    """A controller process that freezes mid-goal (SIGSTOP: no feedback, no answers, still in
+    the graph) is presumed dead once its liveness probe goes unanswered; the live peer is
+    canceled and confirmed, the frozen arm's stop reported unconfirmed."""
+    import os
+    import threading
+
+    from factories import make_config, make_plan
+    from mj_manipulator_ros.core.report import ArmStatus
+    from mj_manipulator_ros.core.sync import FailureReason
+    from mj_manipulator_ros.ros.executor import MultiArmExecutor
+
+    left = processes([sys.executable, "-m", "mj_manipulator_ros.ros.scripted_controller",
+                      "--action", "/left_arm_controller/follow_joint_trajectory",
+                      "--behavior", "never_finish"])
+    scripted({"right": "never_finish"})
+    config = make_config(("left", "right"), feedback_timeout_s=0.3, cancel_wait_s=0.5,
+                         server_wait_s=20.0)
+    frozen = {}
+    try:
+        with MultiArmExecutor(config, context=ros.context) as ex:
+            def freeze() -> None:
+                deadline = time.monotonic() + 30
+                while (ex.current_stamp is None or ex.now() < ex.current_stamp.seconds + 0.3) \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                os.kill(left.pid, signal.SIGSTOP)
+                frozen["at"] = ex.now()
+            t = threading.Thread(target=freeze)
+            t.start()
+            report = ex.execute(make_plan(duration=10.0))
+            t.join(30)
+    finally:
+        os.kill(left.pid, signal.SIGCONT)
+    f = report.first_failure
+    assert f.arm == "left" and f.reason is FailureReason.FEEDBACK_TIMEOUT, report.summary()
+    assert "liveness probe" in f.error_string
+    right = report.arms["right"]
+    assert right.status is ArmStatus.CANCELED and right.stop_confirmed
+    assert report.arms["left"].status is ArmStatus.UNCONFIRMED_STOP
+    assert right.cancel_requested_at > frozen["at"]
+    print(f"frozen controller detected {right.cancel_requested_at - frozen['at']:.3f} s after SIGSTOP")
+    assert right.result_at < report.start_stamp + 10.0  # stopped mid-motion, not at the end

@@ -259,3 +259,33 @@ def test_timeline_with_holds() -> None:
     assert np.allclose(tl.pose_at(0.75)["right"], [0.3, -0.2])
     assert np.allclose(tl.pose_at(0.75)["left"], build_timeline(plan, "synchronized").pose_at(0.75)["left"])
     assert np.all(tl.speed_bound(0.0, 1.0)["right"] == 0.0)
+
+
+def test_concurrent_checks_give_the_serial_verdicts(tmp_path) -> None:
+    """Two threads check on one checker at once, in different modes (continuous and discrete
+    use different copies of the model): every verdict equals the serial one (regression: the
+    checker swapped its model/data per call, so concurrent checks shared one MjData)."""
+    import threading
+
+    checker, _ = checker_for(scene_config(tmp_path))
+    jobs = [(plan_of(SWING, STILL, T), True), (plan_of(SWING, AWAY, T), False),
+            (plan_of(SWING, STILL, T), False), (plan_of(SWING, AWAY, T), True)]
+    serial = [checker.check(p, continuous=c).to_dict() for p, c in jobs]
+    assert {s["colliding_states"] > 0 for s in serial} == {True, False}
+    seen, errors = [], []
+
+    def worker(k: int) -> None:
+        try:
+            for _ in range(15):
+                p, c = jobs[k]
+                seen.append((k, checker.check(p, continuous=c).to_dict()))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    bad = [k for k, d in seen if d != serial[k]]
+    assert not bad and len(seen) == 15 * len(jobs), f"{len(bad)} of {len(seen)} verdicts differ"

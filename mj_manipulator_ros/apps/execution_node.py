@@ -64,7 +64,7 @@ def run_node(argv: list[str] | None = None, config_path: str | None = None) -> i
     stop = threading.Event()
 
     def on_signal(signum, _frame):
-        executor.abort(f"execution node stopping ({signal.Signals(signum).name})")
+        server.abort(f"execution node stopping ({signal.Signals(signum).name})")
         stop.set()
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     node.get_logger().info(

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
@@ -75,6 +76,7 @@ class PlanReplayChecker:
         self.margin, self.horizon, self.max_depth = margin, horizon, max_depth
         self.arm_env, self.self_collision = arm_env, self_collision
         self.base_qpos = np.array(base_qpos, dtype=float)
+        self._lock = threading.Lock()  # one check at a time on the checker's own MjData
         # Two copies of the model: geom margins raised so that pairs closer than `horizon`
         # report a distance (continuous check, clearances), or only up to `margin` (discrete
         # check: collisions only, as fast as plain mj_collision allows).
@@ -233,7 +235,13 @@ class PlanReplayChecker:
               timeline: Optional[Timeline] = None,
               progress: Optional[Callable[[int, int], None]] = None) -> ReplayReport:
         """Replay and check. Give a ``plan`` (with ``mode``/``dt``/``skews``) or a ready
-        ``timeline`` (e.g. from a recording, with mode ``recorded``)."""
+        ``timeline`` (e.g. from a recording, with mode ``recorded``).
+
+        Thread-safe: the checker's MjData has one owner at a time (concurrent checks wait)."""
+        with self._lock:
+            return self._check(plan, mode, dt, continuous, skews, every, timeline, progress)
+
+    def _check(self, plan, mode, dt, continuous, skews, every, timeline, progress) -> ReplayReport:
         mode = ReplayMode(mode)
         self.model, self.data, self._reach_now = self._models["near" if continuous else "tight"]
         horizon = self._reach_now

@@ -9,7 +9,9 @@ All waits are event-driven (Condition/Event) and bounded by a timeout; nothing h
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -48,7 +50,8 @@ class FailureReason(str, enum.Enum):
     NO_RESPONSE = "no_response"         # goal sent, no accept/reject within accept_wait_s
     LATE_ACCEPTANCE = "late_acceptance"  # accepted after the start stamp had passed
     TIMEOUT = "timeout"
-    FEEDBACK_TIMEOUT = "feedback_timeout"  # the controller went silent: presumed dead
+    FEEDBACK_TIMEOUT = "feedback_timeout"  # feedback stopped and a liveness probe went unanswered
+    CONTROLLER_GONE = "controller_gone"    # the action server left the graph during the goal
     EXCEPTION = "exception"
     EXTERNAL_ABORT = "external_abort"   # abort() or Ctrl-C
     CLOCK_UNAVAILABLE = "clock_unavailable"
@@ -160,3 +163,33 @@ class StartGate:
     def missing(self) -> list[str]:
         with self._cond:
             return sorted(self._expected - self._arrived)
+
+
+#: the failure text of a Ctrl-C
+INTERRUPTED = "interrupted (Ctrl-C)"
+
+
+@contextlib.contextmanager
+def interrupts_cancel(scope: CancelScope):
+    """In the main thread with Python's default SIGINT handling: Ctrl-C fails ``scope``
+    (``external_abort``, "interrupted (Ctrl-C)") instead of raising KeyboardInterrupt, and so
+    does every further Ctrl-C, so an interrupt can never leave goals running unattended.
+    Elsewhere (another thread, or a caller that installed its own handler) it does nothing.
+
+    The handler only starts a short thread that fails the scope: it never takes a lock the
+    interrupted code may hold.
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def on_sigint(_signum, _frame) -> None:
+        threading.Thread(target=scope.fail, name="mjmr-sigint", daemon=True, args=(
+            Failure(None, FailureReason.EXTERNAL_ABORT, None, INTERRUPTED),)).start()
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is on_sigint:  # unless the body replaced it itself
+            signal.signal(signal.SIGINT, previous)

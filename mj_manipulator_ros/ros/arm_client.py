@@ -11,14 +11,28 @@ and its future never completes); making and spinning on one thread rules the rac
 
 Waiting is event-driven: ``executor.spin_once`` blocks in the RMW wait set until a response,
 feedback, or the guard condition (triggered by the shared :class:`CancelScope`) arrives.
-The periodic wake-ups are server discovery (a graph query rclpy offers no event for) and the
-feedback watchdog (silence is the absence of an event: checked every feedback_timeout_s / 4).
+The periodic wake-ups (every :data:`CHECK_PERIOD_S`) are what rclpy offers no event for: server
+discovery and departure (graph queries), the controllers' clock reaching the result deadline,
+and the liveness watch.
+
+**Is the controller gone?** The verdict rests on evidence, never on one fixed silence:
+
+- the action server leaves the graph: ``controller_gone``;
+- the result deadline passes on the controllers' clock: ``timeout``;
+- the watch arms on the goal's *first* feedback (a server that never sends feedback, as the
+  action allows, is never failed for silence). Once armed, feedback silent for longer than
+  ``max(feedback_timeout_s, SILENCE_PERIODS x its own observed period)`` sends a liveness probe: a
+  CancelGoal request for a goal id that does not exist (it cancels nothing; the action server
+  answers it without calling its cancel callback). An answer proves the controller alive and
+  the watch starts again; no answer within ``feedback_timeout_s`` fails the arm with
+  ``feedback_timeout``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -33,10 +47,19 @@ from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate
-from mj_manipulator_ros.ros.conversion import trajectory_msg
+from mj_manipulator_ros.ros.conversion import GoalTolerances, trajectory_msg
 
 #: Discovery poll period (s): rclpy has no event for "action server appeared".
 DISCOVERY_PERIOD_S = 0.02
+#: Period (s) of the checks while a goal runs: graph presence, clock deadline, liveness.
+CHECK_PERIOD_S = 0.05
+#: Feedback silent for this many of its own observed periods (and at least feedback_timeout_s)
+#: sends a liveness probe.
+SILENCE_PERIODS = 5.0
+#: The result wait also ends after this many times its budget in wall time (plus
+#: WALL_BACKSTOP_S): a last bound for a controllers' clock that stopped advancing.
+WALL_BACKSTOP_FACTOR = 10.0
+WALL_BACKSTOP_S = 10.0
 
 FeedbackHook = Callable[[str, FollowJointTrajectory.Feedback], None]
 
@@ -50,8 +73,12 @@ class ArmChannel:
         self.executor = SingleThreadedExecutor(context=node.context)
         self.executor.add_node(node)
         self.client = ActionClient(node, FollowJointTrajectory, arm.action_name)
+        #: liveness probes go to the action's own cancel service
+        self.probe = node.create_client(CancelGoal, f"{arm.action_name}/_action/cancel_goal")
         self._guard = node.create_guard_condition(lambda: None)
-        self.discovered_at: float | None = None  # monotonic time the server was first seen
+        #: monotonic time the server was (re)discovered; reset when it leaves the graph, so a
+        #: restarted server gets discovery_settle_s again
+        self.discovered_at: float | None = None
 
     def wake(self) -> None:
         """Make a blocked :meth:`spin_until` re-check its condition now (any thread)."""
@@ -72,8 +99,16 @@ class ArmChannel:
                 timeout_sec=remaining if max_block is None else min(remaining, max_block))
         return True
 
+    def server_present(self) -> bool:
+        """Is the action server in the graph? Forgets the discovery time when it is not."""
+        ready = self.client.server_is_ready()
+        if not ready:
+            self.discovered_at = None
+        return ready
+
     def close(self) -> None:
         self.client.destroy()
+        self.node.destroy_client(self.probe)
         self.node.destroy_guard_condition(self._guard)
         self.executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
@@ -92,6 +127,7 @@ class ArmRun:
         now: the controllers' clock, s (the same clock for every arm).
         duration_s: the longest arm's duration, s, for the execution timeout.
         on_feedback: called with (arm, feedback) from this arm's thread.
+        tolerances: path/goal tolerances and goal time tolerance for this arm's goal.
     """
 
     channel: ArmChannel
@@ -102,10 +138,11 @@ class ArmRun:
     now: Callable[[], float]
     duration_s: float
     on_feedback: Optional[FeedbackHook] = None
+    tolerances: Optional[GoalTolerances] = None
 
     #: what happened so far (a frozen value, replaced as events arrive)
     out: ArmReport = field(default_factory=lambda: ArmReport(ArmStatus.NOT_SENT))
-    last_feedback: float = 0.0  # monotonic
+    _watch: Optional["LivenessWatch"] = None
     _handle: object = None           # the accepted goal's handle, once known
     _result_future: object = None
 
@@ -139,7 +176,7 @@ class ArmRun:
     def _run(self):
         ch, s = self.channel, self.settings
         server_ready = ch.spin_until(
-            lambda: self.scope.canceled or ch.client.server_is_ready(),
+            lambda: self.scope.canceled or ch.server_present(),
             time.monotonic() + s.server_wait_s, max_block=DISCOVERY_PERIOD_S)
         if self.scope.canceled:
             return
@@ -155,12 +192,17 @@ class ArmRun:
         if self.scope.canceled:
             return
         self.gate.arrive(self.name)
-        stamp = self.gate.wait_open(timeout=s.server_wait_s + s.accept_wait_s)
+        stamp = self.gate.wait_open(timeout=gate_wait_s(s))
         if stamp is None:
+            if not self.scope.canceled:  # the gate never opened: nothing was sent anywhere
+                self._fail(FailureReason.SERVER_UNAVAILABLE,
+                           f"the start gate did not open within {gate_wait_s(s):.2f} s")
             return
 
         goal = FollowJointTrajectory.Goal()
         goal.trajectory = trajectory_msg(self.trajectory, stamp)
+        if self.tolerances is not None:
+            self.tolerances.fill(goal)
         self._set(goal_sent_at=self.now())
         send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
         ch.spin_until(lambda: send_future.done() or self.scope.canceled,
@@ -192,28 +234,50 @@ class ArmRun:
                        f"not start together (raise execution.start_lead_s above "
                        f"{s.start_lead_s} s)")
         result_future = self._result_future = handle.get_result_async()
-        timeout = (stamp.seconds - self.now()) + self.duration_s * s.timeout_scaling \
-            + s.timeout_margin_s
-        self.last_feedback = time.monotonic()
-        watchdog = s.feedback_timeout_s
+        self._await_result(result_future, stamp.seconds)
 
-        def silent() -> bool:
-            return watchdog > 0 and time.monotonic() - self.last_feedback > watchdog
-        ch.spin_until(lambda: result_future.done() or self.scope.canceled or silent(),
-                      time.monotonic() + max(timeout, 0.0),
-                      max_block=watchdog / 4 if watchdog > 0 else None)
-        if result_future.done():
-            self._finish(result_future.result(), stopping=False)
-        elif self.scope.canceled:
-            pass
-        elif silent():
-            self._fail(FailureReason.FEEDBACK_TIMEOUT,
-                       f"no feedback from {ch.arm.action_name} for {watchdog} s: the controller "
-                       "is presumed dead")
-        else:
-            self._fail(FailureReason.TIMEOUT,
-                       f"no result within {timeout:.2f} s of acceptance (duration "
-                       f"{self.duration_s:.2f} s x {s.timeout_scaling} + {s.timeout_margin_s} s)")
+    def _await_result(self, result_future, stamp_s: float) -> None:
+        """Wait for the result until the deadline on the controllers' clock, watching that the
+        controller is still there (see the module docstring)."""
+        ch, s = self.channel, self.settings
+        budget = self.duration_s * s.timeout_scaling + s.timeout_margin_s
+        deadline = stamp_s + budget                          # controllers' clock
+        wall_limit = time.monotonic() + WALL_BACKSTOP_FACTOR * (deadline - self.now()) + WALL_BACKSTOP_S
+        watch = LivenessWatch(s.feedback_timeout_s)
+        self._watch = watch
+        while True:
+            ch.spin_until(lambda: result_future.done() or self.scope.canceled
+                          or watch.probe_answered(),
+                          min(wall_limit, time.monotonic() + CHECK_PERIOD_S))
+            if result_future.done():
+                self._finish(result_future.result(), stopping=False)
+                return
+            if self.scope.canceled:
+                return
+            now = self.now()
+            if now >= deadline or time.monotonic() >= wall_limit:
+                self._fail(FailureReason.TIMEOUT,
+                           f"no result by {budget:.2f} s after the start stamp (duration "
+                           f"{self.duration_s:.2f} s x {s.timeout_scaling} + {s.timeout_margin_s} s"
+                           f"{'' if now >= deadline else ', wall-clock backstop'})")
+                return
+            if not ch.server_present():
+                self._fail(FailureReason.CONTROLLER_GONE,
+                           f"action server {ch.arm.action_name} left the graph during the goal")
+                return
+            verdict = watch.check(time.monotonic(), self._send_probe)
+            if verdict:
+                self._fail(FailureReason.FEEDBACK_TIMEOUT,
+                           f"{ch.arm.action_name}: {verdict}: the controller is presumed dead")
+                return
+
+    def _send_probe(self):
+        """A CancelGoal request for a goal id that does not exist: cancels nothing; an answer
+        proves the action server alive."""
+        request = CancelGoal.Request()
+        request.goal_info.goal_id.uuid = list(uuid.uuid4().bytes)
+        return self.channel.probe.call_async(request)
+
     def _stop(self, handle, result_future) -> None:
         """Cancel the active goal; wait (bounded) for the cancel response and the final result."""
         ch, s = self.channel, self.settings
@@ -261,9 +325,61 @@ class ArmRun:
                        int(result.error_code))
 
     def _feedback(self, msg) -> None:
-        self.last_feedback = time.monotonic()
+        if self._watch is not None:
+            self._watch.feedback(time.monotonic())
         if self.on_feedback is not None:
             self.on_feedback(self.name, msg.feedback)
 
     def report(self) -> ArmReport:
         return self.out
+
+
+def gate_wait_s(s: ExecutionSettings) -> float:
+    """How long the gate may take to open: discovery, settling, and a second of slack."""
+    return s.server_wait_s + s.discovery_settle_s + 1.0
+
+
+class LivenessWatch:
+    """Per goal: is the controller still there? Armed by the goal's first feedback.
+
+    Times are monotonic seconds. ``check`` returns a verdict text when the controller is
+    presumed dead, else "" (it may send a probe through ``send_probe``).
+    """
+
+    def __init__(self, feedback_timeout_s: float) -> None:
+        self.timeout = feedback_timeout_s
+        self.count = 0
+        self.last = 0.0
+        self.period = 0.0            # largest observed feedback interval, s
+        self._probe = None           # (future, sent_at)
+        self.probes_answered = 0
+
+    def feedback(self, now: float) -> None:
+        if self.count:
+            self.period = max(self.period, now - self.last)
+        self.count += 1
+        self.last = now
+
+    def silence_limit(self) -> float:
+        return max(self.timeout, SILENCE_PERIODS * self.period)
+
+    def probe_answered(self) -> bool:
+        return self._probe is not None and self._probe[0].done()
+
+    def check(self, now: float, send_probe) -> str:
+        if self.timeout <= 0 or self.count == 0:   # disabled, or never armed for this goal
+            return ""
+        if self._probe is not None:
+            future, sent_at = self._probe
+            if future.done() or self.last > sent_at:  # answered, or feedback came back
+                self._probe = None
+                self.probes_answered += 1
+                self.last = now          # proof of life: the watch starts again
+                return ""
+            if now - sent_at > self.timeout:
+                return (f"no feedback for {now - self.last:.2f} s and no answer to a liveness "
+                        f"probe within {self.timeout} s")
+            return ""
+        if now - self.last > self.silence_limit():
+            self._probe = (send_probe(), now)
+        return ""

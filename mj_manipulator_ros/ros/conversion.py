@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -109,3 +110,39 @@ def split_combined(msg: JointTrajectory, config: ExecutorConfig) -> MultiArmPlan
 
 def joint_order(plan: MultiArmPlan) -> Sequence[str]:
     return [j for t in plan.arms.values() for j in t.joint_names]
+
+
+@dataclass(frozen=True)
+class GoalTolerances:
+    """One arm's share of a FollowJointTrajectory goal's tolerances, as sent (control_msgs
+    JointTolerance messages of the arm's joints; ``goal_time_tolerance`` in s)."""
+
+    path: tuple = ()
+    goal: tuple = ()
+    goal_time_tolerance: float = 0.0
+
+    def fill(self, goal) -> None:
+        """Set the tolerance fields of a FollowJointTrajectory.Goal."""
+        goal.path_tolerance = list(self.path)
+        goal.goal_tolerance = list(self.goal)
+        goal.goal_time_tolerance = duration_msg(self.goal_time_tolerance)
+
+
+def split_tolerances(goal, config: ExecutorConfig, arms: Sequence[str]) -> dict[str, GoalTolerances]:
+    """Split a combined goal's path/goal tolerances by the arm that owns each joint; every arm
+    gets the goal time tolerance.
+
+    Raises:
+        JointMismatchError: a tolerance names a joint of no arm in ``arms`` (joint_trajectory_
+            controller would ignore it and revert to its defaults: refused instead).
+    """
+    owner = {j: a.name for a in config.arms if a.name in arms for j in a.joint_names}
+    out = {a: {"path": [], "goal": []} for a in arms}
+    for kind, tolerances in (("path", goal.path_tolerance), ("goal", goal.goal_tolerance)):
+        for t in tolerances:
+            if t.name not in owner:
+                raise JointMismatchError(f"{kind}_tolerance names joint {t.name!r}, which no arm "
+                                         f"of the goal has; joints: {sorted(owner)}", joint=t.name)
+            out[owner[t.name]][kind].append(t)
+    gtt = duration_s(goal.goal_time_tolerance)
+    return {a: GoalTolerances(tuple(v["path"]), tuple(v["goal"]), gtt) for a, v in out.items()}

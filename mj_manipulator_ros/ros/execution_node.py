@@ -4,8 +4,11 @@ MoveIt (or anything else) sends one trajectory over the joints of several arms t
 ``~/follow_joint_trajectory`` as if to one controller. The node:
 
 - **rejects** (like joint_trajectory_controller: no result, nothing moves) a goal naming a joint
-  of no arm, covering only part of an arm, or failing plan validation (the reason is logged);
-  and a goal arriving while another is running;
+  of no arm, covering only part of an arm, a tolerance for a joint of no arm, failing plan
+  validation or the pre-flight replay (the reason is logged); and a goal arriving while another
+  is accepted or running;
+- passes the goal's ``path_tolerance`` and ``goal_tolerance`` to the arm owning each joint, and
+  its ``goal_time_tolerance`` to every arm;
 - splits the goal by each arm's ``joint_names`` (arms with none of their joints in the goal are
   left out) and runs the arms through :class:`MultiArmExecutor`: one shared start stamp, one
   shared cancel. The incoming ``header.stamp`` is not used: the executor computes the shared
@@ -20,7 +23,8 @@ MoveIt (or anything else) sends one trajectory over the joints of several arms t
 from __future__ import annotations
 
 import threading
-from typing import Optional
+from dataclasses import dataclass
+from typing import Mapping, Optional
 
 from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -30,9 +34,10 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionReport, ExecutionStatus
-from mj_manipulator_ros.core.validation import validate_plan
-from mj_manipulator_ros.ros.conversion import split_combined
+from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason
+from mj_manipulator_ros.ros.conversion import GoalTolerances, split_combined, split_tolerances
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 
 Result = FollowJointTrajectory.Result
@@ -46,6 +51,11 @@ class CombinedTrajectoryServer:
         config: the arms.
         executor: runs the split plans (its nodes are its own).
         action_name: default ``~/follow_joint_trajectory`` (relative to the node).
+
+    One goal at a time: a goal is reserved when the goal callback accepts it, so a second goal
+    arriving before the first has started is rejected, never accepted and then aborted. Every
+    accepted goal gets its own cancel scope *at acceptance*: a cancel (or :meth:`abort`) at any
+    point after that means no arm goal is sent, or every sent one is canceled and confirmed.
     """
 
     def __init__(self, node: Node, config: ExecutorConfig, executor: MultiArmExecutor,
@@ -54,7 +64,10 @@ class CombinedTrajectoryServer:
         self.config = config
         self.executor = executor
         self.last_report: Optional[ExecutionReport] = None
-        self._busy = threading.Lock()
+        self._lock = threading.Lock()
+        self._reserved: Optional[_Checked] = None   # the accepted goal not yet finished
+        self._scopes: dict[bytes, CancelScope] = {}
+        self._early_cancels: set[bytes] = set()    # canceled before their scope existed
         self._feedback_lock = threading.Lock()
         self._goal_handle = None
         self._arm_feedback: dict[str, FollowJointTrajectory.Feedback] = {}
@@ -62,44 +75,83 @@ class CombinedTrajectoryServer:
         executor.on_feedback = self._on_arm_feedback
         self._server = ActionServer(
             node, FollowJointTrajectory, action_name, self._execute,
-            goal_callback=self._on_goal, cancel_callback=self._on_cancel,
-            callback_group=ReentrantCallbackGroup())
+            goal_callback=self._on_goal, handle_accepted_callback=self._on_accepted,
+            cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
 
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
+        with self._lock:
+            if self._reserved is not None:
+                self.node.get_logger().error("rejecting combined goal: another goal is executing")
+                return GoalResponse.REJECT
+            self._reserved = _Checked(goal, None, {})  # held while this goal is being checked
         try:
             plan = split_combined(goal.trajectory, self.config)
-            validate_plan(plan, self.config)
+            tolerances = split_tolerances(goal, self.config, plan.arm_names)
+            self.executor.check(plan)  # validation and the pre-flight replay: refuse here
         except MjManipulatorError as exc:
+            with self._lock:
+                self._reserved = None
             self.node.get_logger().error(f"rejecting combined goal: {exc}")
             return GoalResponse.REJECT
-        if self._busy.locked():
-            self.node.get_logger().error("rejecting combined goal: another goal is executing")
-            return GoalResponse.REJECT
+        with self._lock:
+            self._reserved = _Checked(goal, plan, tolerances)
         return GoalResponse.ACCEPT
 
-    def _on_cancel(self, _goal_handle) -> CancelResponse:
-        self.executor.abort("combined goal canceled by its client")
+    def _on_accepted(self, goal_handle) -> None:
+        key = bytes(goal_handle.goal_id.uuid)
+        scope = CancelScope()
+        with self._lock:
+            self._scopes[key] = scope
+            early = key in self._early_cancels
+            self._early_cancels.discard(key)
+        if early:
+            scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
+                               "combined goal canceled by its client"))
+        goal_handle.execute()
+
+    def _on_cancel(self, goal_handle) -> CancelResponse:
+        key = bytes(goal_handle.goal_id.uuid)
+        with self._lock:
+            scope = self._scopes.get(key)
+            if scope is None:
+                self._early_cancels.add(key)
+        if scope is not None:
+            scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
+                               "combined goal canceled by its client"))
         return CancelResponse.ACCEPT
 
+    def abort(self, reason: str) -> None:
+        """Stop every accepted goal, whether it has started executing or not (any thread)."""
+        with self._lock:
+            scopes = list(self._scopes.values())
+        for scope in scopes:
+            scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None, reason))
+        self.executor.abort(reason)
+
     def _execute(self, goal_handle) -> Result:
-        if not self._busy.acquire(blocking=False):
-            goal_handle.abort()
-            return Result(error_code=Result.INVALID_GOAL,
-                          error_string="another combined goal is executing")
+        key = bytes(goal_handle.goal_id.uuid)
+        with self._lock:
+            checked, scope = self._reserved, self._scopes.get(key)
         try:
-            plan = split_combined(goal_handle.request.trajectory, self.config)
+            if checked is None or checked.goal is not goal_handle.request or scope is None:
+                goal_handle.abort()
+                return Result(error_code=Result.INVALID_GOAL,
+                              error_string="goal was not accepted by this server's goal callback")
             with self._feedback_lock:
                 self._goal_handle = goal_handle
                 self._arm_feedback = {}
                 self._goal_joints = list(goal_handle.request.trajectory.joint_names)
-            report = self.executor.execute(plan)
-        except Exception as exc:  # noqa: BLE001 - validated in _on_goal; report anything else
+            report = self.executor.execute(checked.plan, scope=scope,
+                                           tolerances=checked.tolerances, checked=True)
+        except Exception as exc:  # noqa: BLE001 - checked in _on_goal; report anything else
             goal_handle.abort()
             return Result(error_code=Result.INVALID_GOAL, error_string=f"{type(exc).__name__}: {exc}")
         finally:
             with self._feedback_lock:
                 self._goal_handle = None
-            self._busy.release()
+            with self._lock:
+                self._reserved = None
+                self._scopes.pop(key, None)
         self.last_report = report
         # (rclpy ties a logger call site to one severity: two calls, not one conditional)
         if report.succeeded:
@@ -128,6 +180,15 @@ class CombinedTrajectoryServer:
 
     def destroy(self) -> None:
         self._server.destroy()
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """The reserved goal: its request, its plan split per arm and its tolerances per arm."""
+
+    goal: object
+    plan: Optional[MultiArmPlan]
+    tolerances: Mapping[str, GoalTolerances]
 
 
 def _failure_text(report: ExecutionReport) -> str:

@@ -19,20 +19,25 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.config import ExecutionSettings, ExecutorConfig
+from mj_manipulator_ros.core.errors import ExecutionRefusedError
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus)
-from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
+from mj_manipulator_ros.core.sync import (
+    CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel)
 from mj_manipulator_ros.core.validation import validate_plan
-from mj_manipulator_ros.ros.arm_client import ArmChannel, ArmRun, FeedbackHook
+from mj_manipulator_ros.ros.arm_client import (
+    CHECK_PERIOD_S, WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_S, ArmChannel, ArmRun, FeedbackHook,
+    gate_wait_s)
+from mj_manipulator_ros.ros.conversion import GoalTolerances
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
@@ -74,9 +79,12 @@ class MultiArmExecutor:
             _executor_for(self._clock_node), f"mjmr-executor-clock-{suffix}").start()
         self.channels = {a.name: ArmChannel(a, node_factory(f"mjmr_arm_{a.name}_{suffix}"))
                          for a in config.arms}
-        self._run_lock = threading.Lock()
+        self._run_lock = threading.Lock()          # one execution at a time
+        self._preflight_lock = threading.Lock()    # one pre-flight check at a time (its MjData)
         self._scope_lock = threading.Lock()
-        self._scope: CancelScope | None = None
+        self._scopes: set[CancelScope] = set()     # every execution in progress, from its call
+        self._stuck: set[str] = set()              # arms whose thread outlived its join
+        self._closed = False
         self.on_feedback: FeedbackHook | None = None
         #: the start stamp of the running execution (None between executions), for tools that
         #: act at a point of the motion (e.g. the HIL stop-latency stage)
@@ -96,50 +104,103 @@ class MultiArmExecutor:
         return self._clock_node.get_clock().now().nanoseconds * 1e-9
 
     def abort(self, reason: str = "aborted") -> bool:
-        """Stop the running execution (every arm canceled, confirmed). Any thread.
+        """Stop every execution in progress, from validation on (every arm with a goal canceled
+        and confirmed; a plan not yet sent is never sent). Any thread.
 
-        Returns True if an execution was running and this was its first failure.
+        Returns True if an execution was in progress and this was its first failure.
         """
         with self._scope_lock:
-            scope = self._scope
-        if scope is None:
-            return False
-        return scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None, reason))
+            scopes = list(self._scopes)
+        first = False
+        for scope in scopes:
+            first |= scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None, reason))
+        return first
 
-    def execute(self, plan: MultiArmPlan, record: str | None = None) -> ExecutionReport:
+    def check(self, plan: MultiArmPlan) -> None:
+        """Validation and the pre-flight check, as :meth:`execute` runs them (nothing is sent).
+
+        Raises:
+            PlanError: the plan is invalid.
+            ExecutionRefusedError: the pre-flight check refused it.
+        """
+        validate_plan(plan, self.config)
+        if self._preflight is not None:
+            with self._preflight_lock:
+                self._preflight(plan)
+
+    def execute(self, plan: MultiArmPlan, record: str | None = None,
+                scope: CancelScope | None = None,
+                tolerances: Mapping[str, GoalTolerances] | None = None,
+                checked: bool = False) -> ExecutionReport:
         """Run the plan on every arm it names, synchronized. Blocks until every arm has stopped.
+
+        The execution can be stopped from the moment this is called: :meth:`abort`, ``scope``
+        failing, or Ctrl-C (in the main thread) during validation, the pre-flight check or the
+        wait for a previous execution means no goal is sent; later, every sent goal is canceled
+        and its stop confirmed. Ctrl-C never escapes as KeyboardInterrupt while goals may run.
 
         Args:
             record: if given, /joint_states during the execution are written to this file
                 (JSON lines; the input of the ``recorded`` replay mode).
+            scope: the cancel scope to run in (e.g. one the combined action server made when it
+                accepted the goal); default a new one.
+            tolerances: per arm, path/goal tolerances for its goal.
+            checked: :meth:`check` already passed for this very plan (skip it).
 
         Raises:
             PlanError: the plan is invalid (nothing was sent).
-            ExecutionRefusedError: the pre-flight check refused the plan (nothing was sent).
+            ExecutionRefusedError: the pre-flight check refused the plan, or the executor is
+                closed or has an arm thread that never ended (nothing was sent).
         """
-        validate_plan(plan, self.config)
-        if self._preflight is not None:
-            self._preflight(plan)
-        with self._run_lock:
-            if record is None:
-                return self._execute(plan)
-            from mj_manipulator_ros.ros.joint_state_recorder import JointStateRecorder
-            recorder = JointStateRecorder(self._clock_node, record)
-            try:
-                return self._execute(plan)
-            finally:
-                recorder.close()
+        scope = scope or CancelScope()
+        with self._scope_lock:
+            if self._closed:
+                raise ExecutionRefusedError("the executor is closed")
+            if self._stuck:
+                raise ExecutionRefusedError(
+                    f"arm thread(s) {sorted(self._stuck)} of an earlier execution never ended; "
+                    "their channels may be in use: make a new executor")
+            self._scopes.add(scope)
+        try:
+            with interrupts_cancel(scope):
+                if not checked:
+                    self.check(plan)
+                if not self._acquire_run_lock(scope):
+                    return _not_sent(plan, scope)
+                try:
+                    if scope.canceled:
+                        return _not_sent(plan, scope)
+                    if record is None:
+                        return self._execute(plan, scope, tolerances or {})
+                    from mj_manipulator_ros.ros.joint_state_recorder import JointStateRecorder
+                    recorder = JointStateRecorder(self._clock_node, record)
+                    try:
+                        return self._execute(plan, scope, tolerances or {})
+                    finally:
+                        recorder.close()
+                finally:
+                    self._run_lock.release()
+        finally:
+            with self._scope_lock:
+                self._scopes.discard(scope)
 
-    def _execute(self, plan: MultiArmPlan) -> ExecutionReport:
+    def _acquire_run_lock(self, scope: CancelScope) -> bool:
+        """Wait for a previous execution to end, unless this one is stopped meanwhile."""
+        while not self._run_lock.acquire(timeout=0.05):
+            if scope.canceled:
+                return False
+        return True
+
+    def _execute(self, plan: MultiArmPlan, scope: CancelScope,
+                 tolerances: Mapping[str, GoalTolerances]) -> ExecutionReport:
         s = self.config.execution
-        scope = CancelScope()
         gate = StartGate(plan.arm_names, scope)
         runs = {}
         for arm in plan.arm_names:
             channel = self.channels[arm]
             scope.on_cancel(channel.wake)
             runs[arm] = ArmRun(channel, plan[arm], scope, gate, s, self.now, plan.duration,
-                               self.on_feedback)
+                               self.on_feedback, tolerances.get(arm))
         finished = _Countdown(len(runs))
 
         def arm_main(arm: str, run: ArmRun) -> None:
@@ -149,42 +210,35 @@ class MultiArmExecutor:
                 finished.count_down(arm)
         threads = [threading.Thread(target=arm_main, args=(a, r), name=f"mjmr-arm-{a}",
                                     daemon=True) for a, r in runs.items()]
-        with self._scope_lock:
-            self._scope = scope
         stamp: StartStamp | None = None
         try:
             for t in threads:
                 t.start()
-            try:
-                stamp = self._open_gate(gate, scope, s)
-            except KeyboardInterrupt:  # before the gate opened: nothing was sent; stop the arms
-                scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None, "interrupted (Ctrl-C)"))
-            join_budget = (s.server_wait_s + 2 * s.accept_wait_s + s.start_lead_s
-                           + plan.duration * s.timeout_scaling + s.timeout_margin_s
-                           + 2 * s.cancel_wait_s + JOIN_SLACK_S)
-            self._wait(finished, threads, scope, join_budget)
+            stamp = self._open_gate(gate, scope, s)
+            self._wait(finished, threads, scope, join_budget(s, plan.duration))
         finally:
-            with self._scope_lock:
-                self._scope = None
             self.current_stamp = None
         reports = {a: r.report() for a, r in runs.items()}
-        stuck = [f"mjmr-arm-{a}" for a in runs if a not in finished.names]
-        for arm in runs:
-            if arm not in finished.names:  # every wait in ArmRun is bounded: this is a bug, report it loudly
-                reports[arm] = ArmReport(ArmStatus.UNCONFIRMED_STOP, None,
-                                         f"arm thread mjmr-arm-{arm} did not end", stop_confirmed=False)
-        if stuck and scope.failure is None:
-            scope.fail(Failure(None, FailureReason.EXCEPTION, None, f"threads did not end: {stuck}"))
+        stuck = [a for a in runs if a not in finished.names]
+        for arm in stuck:  # every wait in ArmRun is bounded: this is a bug, report it loudly
+            reports[arm] = ArmReport(ArmStatus.UNCONFIRMED_STOP, None,
+                                     f"arm thread mjmr-arm-{arm} did not end", stop_confirmed=False)
+        if stuck:
+            with self._scope_lock:
+                self._stuck.update(stuck)
+            scope.fail(Failure(None, FailureReason.EXCEPTION, None,
+                               f"threads did not end: {[f'mjmr-arm-{a}' for a in stuck]}"))
         return ExecutionReport(_overall(reports, scope.failure),
                                None if stamp is None else stamp.seconds, scope.failure, reports)
 
     def _open_gate(self, gate: StartGate, scope: CancelScope, s) -> StartStamp | None:
-        if not gate.wait_all_arrived(timeout=s.server_wait_s + 1.0):
+        wait = gate_wait_s(s)
+        if not gate.wait_all_arrived(timeout=wait):
             if not scope.canceled:
                 missing = gate.missing
                 scope.fail(Failure(missing[0] if missing else None,
                                    FailureReason.SERVER_UNAVAILABLE, None,
-                                   f"arms {missing} not ready within {s.server_wait_s + 1.0} s"))
+                                   f"arms {missing} not ready within {wait:.2f} s"))
             return None
         now_ns = self._clock_node.get_clock().now().nanoseconds
         if now_ns <= 0:  # sim time with no /clock received yet
@@ -196,14 +250,14 @@ class MultiArmExecutor:
         gate.open(stamp)
         return stamp
 
-    def _wait(self, finished: "_Countdown", threads: list[threading.Thread], scope: CancelScope,
+    @staticmethod
+    def _wait(finished: "_Countdown", threads: list[threading.Thread], scope: CancelScope,
               budget: float) -> None:
-        """Wait (within ``budget`` s) until every arm thread has finished, then join them.
-
-        Ctrl-C (KeyboardInterrupt in this thread) cancels every arm and keeps waiting; the report
-        then says ``canceled`` with the reason "interrupted (Ctrl-C)". The wait is on a condition
-        the arm threads signal, never an interrupted ``Thread.join`` (after a KeyboardInterrupt
-        inside ``join``, CPython may report a running thread as finished: bpo-21822)."""
+        """Wait (within ``budget`` s of wall time) until every arm thread has finished, then join
+        them. The wait is on a condition the arm threads signal, never an interrupted
+        ``Thread.join`` (after a KeyboardInterrupt inside ``join``, CPython may report a running
+        thread as finished: bpo-21822). A KeyboardInterrupt that still arrives (a caller's own
+        SIGINT handler raising it) cancels every arm and the wait goes on."""
         deadline = time.monotonic() + budget
         while True:
             try:
@@ -216,16 +270,34 @@ class MultiArmExecutor:
             for t in threads:
                 t.join(1.0)
 
-    def close(self) -> None:
-        """Destroy every node (and the owned context). Idempotent."""
-        if self._clock_spinner is not None:
+    def close(self, timeout: float | None = None) -> None:
+        """Abort any execution in progress, wait (bounded) until it has ended, then destroy every
+        node (and the owned context). Idempotent.
+
+        Raises:
+            ExecutionRefusedError: an execution did not end within ``timeout`` (default: two
+                cancel waits plus slack); nothing was destroyed under it.
+        """
+        with self._scope_lock:
+            if self._closed:
+                return
+        s = self.config.execution
+        self.abort("executor closing")
+        bound = 2 * s.cancel_wait_s + JOIN_SLACK_S if timeout is None else timeout
+        if not self._run_lock.acquire(timeout=bound):
+            raise ExecutionRefusedError(f"an execution is still running {bound:.1f} s after the "
+                                        "abort: not closing under it")
+        try:
+            with self._scope_lock:
+                self._closed = True
             self._clock_spinner.stop()
-            self._clock_spinner = None
             for ch in self.channels.values():
                 ch.close()
             self._clock_node.destroy_node()
-        if self._owned_context is not None:
-            self._owned_context.close()
+            if self._owned_context is not None:
+                self._owned_context.close()
+        finally:
+            self._run_lock.release()
 
     def __enter__(self) -> "MultiArmExecutor":
         return self
@@ -274,3 +346,19 @@ def _overall(reports: dict[str, ArmReport], failure: Failure | None) -> Executio
     if failure.reason is FailureReason.EXTERNAL_ABORT:
         return ExecutionStatus.CANCELED
     return ExecutionStatus.FAILED
+
+
+def join_budget(s: ExecutionSettings, duration: float) -> float:
+    """Wall-clock bound for joining the arm threads: the sum of every bounded wait an arm makes
+    (the result wait with its wall backstop) plus slack. A last line of defence only."""
+    result_wait = WALL_BACKSTOP_FACTOR * (s.start_lead_s + duration * s.timeout_scaling
+                                          + s.timeout_margin_s) + WALL_BACKSTOP_S
+    return (gate_wait_s(s) + 2 * s.accept_wait_s + result_wait + CHECK_PERIOD_S
+            + 2 * s.cancel_wait_s + JOIN_SLACK_S)
+
+
+def _not_sent(plan: MultiArmPlan, scope: CancelScope) -> ExecutionReport:
+    """The report of an execution stopped before any goal was sent."""
+    reports = {a: ArmReport(ArmStatus.NOT_SENT, None, "stopped before any goal was sent")
+               for a in plan.arm_names}
+    return ExecutionReport(_overall(reports, scope.failure), None, scope.failure, reports)

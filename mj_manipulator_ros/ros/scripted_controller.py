@@ -12,6 +12,10 @@ joints, arrival time) and then does exactly one thing:
 ``ignore_cancel``  accept; refuse every cancel and run to stamp + duration
 ``exit_mid_goal``  accept; the *process* exits (os._exit) ``after`` s past the start
 ``silent``         accept; send no feedback and never finish (a hung controller)
+``no_feedback``    accept; send no feedback, succeed at stamp + duration (the action does
+                   not require feedback; some vendor drivers send none)
+``pause_feedback`` as ``succeed``, but no feedback from ``after`` s past the start for
+                   :data:`PAUSE_S` s (a healthy controller on a loaded machine)
 =================  ======================================================================
 
 While a goal runs, feedback (joint names, header stamp) is published at 20 Hz, like
@@ -39,6 +43,8 @@ from mj_manipulator_ros.ros.conversion import duration_s, time_ns
 
 Result = FollowJointTrajectory.Result
 FEEDBACK_PERIOD_S = 0.05
+#: how long ``pause_feedback`` stays silent, s
+PAUSE_S = 1.5
 
 
 class Behavior(str, enum.Enum):
@@ -50,6 +56,8 @@ class Behavior(str, enum.Enum):
     IGNORE_CANCEL = "ignore_cancel"
     EXIT_MID_GOAL = "exit_mid_goal"
     SILENT = "silent"
+    NO_FEEDBACK = "no_feedback"
+    PAUSE_FEEDBACK = "pause_feedback"
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,9 @@ class ReceivedGoal:
     joint_names: tuple[str, ...]
     duration_s: float
     received_at: float
+    path_tolerance: tuple = ()       # (joint, position, velocity) as sent
+    goal_tolerance: tuple = ()
+    goal_time_tolerance: float = 0.0
 
 
 class ScriptedController:
@@ -87,7 +98,10 @@ class ScriptedController:
         with self._lock:
             self.goals.append(ReceivedGoal(
                 time_ns(traj.header.stamp), tuple(traj.joint_names),
-                duration_s(traj.points[-1].time_from_start) if traj.points else 0.0, self._now()))
+                duration_s(traj.points[-1].time_from_start) if traj.points else 0.0, self._now(),
+                tuple((t.name, t.position, t.velocity) for t in goal.path_tolerance),
+                tuple((t.name, t.position, t.velocity) for t in goal.goal_tolerance),
+                duration_s(goal.goal_time_tolerance)))
         self.node.get_logger().info(
             f"goal received: {len(traj.joint_names)} joints, {len(traj.points)} points, "
             f"stamp {time_ns(traj.header.stamp)} ns ({self.behavior.value})")
@@ -123,7 +137,10 @@ class ScriptedController:
                 goal_handle.canceled()
                 return Result(error_code=Result.SUCCESSFUL, error_string="canceled")
             now = self._now()
-            if now >= next_feedback and self.behavior is not Behavior.SILENT:  # JTC: 20 Hz
+            paused = self.behavior is Behavior.PAUSE_FEEDBACK and \
+                start + self.after <= now < start + self.after + PAUSE_S
+            if now >= next_feedback and not paused and \
+                    self.behavior not in (Behavior.SILENT, Behavior.NO_FEEDBACK):  # JTC: 20 Hz
                 feedback.header.stamp = self.node.get_clock().now().to_msg()
                 goal_handle.publish_feedback(feedback)
                 next_feedback = now + FEEDBACK_PERIOD_S
