@@ -206,3 +206,27 @@ def test_frozen_controller_process_is_detected(processes, ros, scripted) -> None
     assert right.cancel_requested_at > frozen["at"]
     print(f"frozen controller detected {right.cancel_requested_at - frozen['at']:.3f} s after SIGSTOP")
     assert right.result_at < report.start_stamp + 10.0  # stopped mid-motion, not at the end
+
+
+@pytest.mark.slow
+def test_sim_time_from_the_file_at_half_real_time(tmp_path, processes) -> None:
+    """sim.use_sim_time: true and real_time_factor: 0.5 in the file, no --ros-args: the
+    simulator publishes /clock at half speed, and `execute` on sim time runs the 6 s wave plan
+    (12 s of wall time) to success (regressions: the simulator's default use_sim_time=false
+    overrode the file, so no /clock -> clock_unavailable; the result timeout of 6 x 1.5 + 2 s
+    was waited in wall time -> a false timeout)."""
+    data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
+    data["sim"].update(use_sim_time=True, real_time_factor=0.5)
+    data["execution"].update(use_sim_time=True, start_lead_s=0.6)
+    cfg = tmp_path / "half_speed.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    sim = processes([*CLI, "sim", "--config", str(cfg)])
+    line = processes.wait_for_line(sim, "simulating arms", timeout=60)
+    assert "use_sim_time True" in line and "real-time factor 0.5" in line, line
+    plan = config_file("plans/openarm_wave.yaml")
+    run = processes([*CLI, "execute", str(plan), "--config", str(cfg), "--json"])
+    assert run.wait(timeout=90) == 0, run.stdout.read()[-2000:] + "".join(run.stderr_seen)[-2000:]
+    import json
+    report = json.loads(run.stdout.read())
+    assert report["status"] == "succeeded"
+    assert all(a["result_at"] - report["start_stamp"] >= 6.0 for a in report["arms"].values())

@@ -145,20 +145,25 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
     import signal
 
     from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.core.schema import from_mapping
     from mj_manipulator_ros.ros.params import parameter_overrides
-    from mj_manipulator_ros.sim.sim_config import sim_config
+    from mj_manipulator_ros.sim.sim_config import SimSettings, sim_config
 
     ros = RosContext(args=argv)
     try:
-        params = parameter_overrides(ros.context)
+        params = parameter_overrides(ros.context, argv or [])
         path = config_path or params.get("config")
         if not path:
             print("sim: no configuration: --config FILE or --ros-args -p config:=FILE")
             return 2
         config = sim_config(load_config(path))
-        changes = {k: params[k] for k in ("use_sim_time", "real_time_factor") if k in params}
-        if changes:
-            config = dc.replace(config, sim=dc.replace(config.sim, **changes))
+        given = {k: params[k] for k in ("use_sim_time", "real_time_factor") if k in params}
+        if given:  # validated like the file
+            merged = {f.name: getattr(config.sim, f.name) for f in dc.fields(SimSettings)
+                      if f.name not in ("arms", "faults")}
+            settings = from_mapping(SimSettings, {**merged, **given}, "--ros-args")
+            config = dc.replace(config, sim=dc.replace(config.sim, use_sim_time=settings.use_sim_time,
+                                                       real_time_factor=settings.real_time_factor))
         serve = serve or list(params.get("serve") or []) or None
         stop = threading.Event()
         previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
