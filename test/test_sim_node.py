@@ -207,3 +207,21 @@ def test_goals_end_when_the_simulator_closes(sim, client) -> None:
     assert time.monotonic() - t0 < 10.0
     node.close = lambda: None  # the fixture's close is already done
     assert running.accepted
+
+
+def test_cancel_before_the_goal_starts_executing_is_kept(sim, client) -> None:
+    """A cancel that arrives after acceptance but before the server's execute callback has
+    registered the goal cancels it (regression: answered ACCEPT and lost; the goal ran on)."""
+    # the cancel reaches the server while the goal waits to be picked up; the server's cancel
+    # callback answers only after the goal has started executing
+    node = sim(faults={"left": {"pickup_delay_s": 0.3, "cancel_delay_s": 0.6}})
+    get, executor, _ = client
+    start = node.shared.snapshot().arms["left"].positions.copy()
+    handle = send(get("left"), executor, make_goal())
+    assert handle.accepted
+    cancel = handle.cancel_goal_async()
+    executor.spin_until_future_complete(cancel, timeout_sec=5.0)
+    res = result(executor, handle)
+    assert res.status == GoalStatus.STATUS_CANCELED, res.result.error_string
+    moved = abs(node.shared.snapshot().arms["left"].positions - start).max()
+    assert moved < 1e-3, f"the arm moved {moved} rad"

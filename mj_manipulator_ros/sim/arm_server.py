@@ -31,6 +31,7 @@ class SimArmServer:
         self.controller = shared.controllers[arm.name]
         self.tickets: list[GoalTicket] = []  # every accepted goal, in order (tests, demo)
         self._by_goal: dict[bytes, GoalTicket] = {}
+        self._early_cancels: set[bytes] = set()
         self._lock = threading.Lock()
         self._reject_armed = self.controller.faults.reject_next_goal
         self.closing = threading.Event()  # set by SimNode.close: every goal ends, none starts
@@ -85,10 +86,15 @@ class SimArmServer:
         if self.faults.ignore_cancel:
             self.node.get_logger().warning(f"{self.arm.name}: refusing cancel (injected fault)")
             return CancelResponse.REJECT
+        key = bytes(goal_handle.goal_id.uuid)
         with self._lock:
-            ticket = self._by_goal.get(bytes(goal_handle.goal_id.uuid))
+            ticket = self._by_goal.get(key)
+            if ticket is None:  # accepted, not yet executing: keep the cancel for _execute
+                self._early_cancels.add(key)
         if ticket is not None:
             self.controller.cancel(ticket)
+        if self.faults.cancel_delay_s > 0:
+            time.sleep(self.faults.cancel_delay_s)  # the injected fault *is* a blocking delay
         return CancelResponse.ACCEPT  # always (unless faulted), as joint_trajectory_controller
 
     def _execute(self, goal_handle) -> Result:
@@ -99,12 +105,16 @@ class SimArmServer:
         if reason:  # became invalid between acceptance and execution (e.g. now in the past)
             goal_handle.abort()
             return Result(error_code=Result.OLD_HEADER_TIMESTAMP, error_string=reason)
+        if self.faults.pickup_delay_s > 0:
+            time.sleep(self.faults.pickup_delay_s)  # the injected fault *is* a blocking delay
         ticket = self.controller.submit(goal)
         key = bytes(goal_handle.goal_id.uuid)
-        with self._lock:
+        with self._lock:  # a cancel that came before this point was kept: apply it now
             self._by_goal[key] = ticket
             self.tickets.append(ticket)
-        if goal_handle.is_cancel_requested:
+            early = key in self._early_cancels
+            self._early_cancels.discard(key)
+        if early or goal_handle.is_cancel_requested:
             self.controller.cancel(ticket)
         period = 1.0 / self.config.sim.feedback_rate_hz
         try:

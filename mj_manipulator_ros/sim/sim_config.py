@@ -34,6 +34,11 @@ class ArmFaults:
         "doc": "abort every goal this long after its start, error_code -4", "min": 0.0})
     stall: bool = field(default=False, metadata={"doc": "accept goals, never finish them (hold)"})
     accept_delay_s: float = field(default=0.0, metadata={"doc": "delay before accepting", "min": 0.0})
+    pickup_delay_s: float = field(default=0.0, metadata={
+        "doc": "an accepted goal starts executing this long later (a busy controller)",
+        "min": 0.0})
+    cancel_delay_s: float = field(default=0.0, metadata={
+        "doc": "the cancel callback answers this long after a cancel request", "min": 0.0})
     command_latency_s: float = field(default=0.0, metadata={
         "doc": "position commands reach the servos this late (a delay line)", "min": 0.0})
     ignore_cancel: bool = field(default=False, metadata={

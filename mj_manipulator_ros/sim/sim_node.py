@@ -17,6 +17,8 @@ Per arm, an action server at the arm's configured action (default
   ``abort_after_s``      each goal aborts this long after its start (-4, "injected fault")
   ``stall``              goals are accepted and never finish (the arm holds); cancel works
   ``accept_delay_s``     the goal callback waits this long before accepting
+  ``pickup_delay_s``     an accepted goal starts executing this long later
+  ``cancel_delay_s``     the cancel callback answers this long after a cancel request
   ``command_latency_s``  position commands reach the servos this late (a delay line)
   ``ignore_cancel``      cancels are refused and the arm keeps moving
   ``exit_after_s``       the simulator process exits (os._exit) this long after a goal starts
