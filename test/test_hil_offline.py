@@ -53,6 +53,7 @@ def test_measurements_on_synthetic_joint_states() -> None:
     assert A.stop_time(samples(t, q, v=np.full_like(t, 0.5)), 1.0, 0.02) == np.inf
     assert A.limit_excess(np.array([[0.5, -2.1]]), np.array([-1, -2]), np.array([1, 2])) == pytest.approx(0.1)
     assert A.start_skew([0.01, -0.004, 0.002]) == pytest.approx(0.014)
+    assert np.isnan(A.start_skew([])) and np.isnan(A.start_skew([0.01]))  # a skew needs two
     a = np.array([True, True, False, True])
     b = np.array([True, False, False, True])
     assert A.overlap_s(np.array([0.0, 1.0, 2.0, 3.0]), a, b) == pytest.approx(1.0)
@@ -83,7 +84,7 @@ def test_motion_stage_refused_without_terminal_on_hardware(tmp_path) -> None:
     code = run_hil(str(config_file("openarm_bimanual.yaml")), stage=2, force=True,
                    reason="testing the refusal", results=str(tmp_path), is_tty=False,
                    say=said.append)
-    assert code == 2
+    assert code == 3  # a stage that did not run has its own exit code (not 0, not a refusal)
     assert any("no interactive terminal: refusing" in s for s in said)
     (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     events = [json.loads(l) for l in (run / "checks.jsonl").read_text().splitlines()]
@@ -97,7 +98,7 @@ def test_typed_confirmation_must_match(tmp_path) -> None:
     code = run_hil(str(config_file("openarm_bimanual.yaml")), stage=2, force=True,
                    reason="testing the confirmation", results=str(tmp_path), is_tty=True,
                    ask=lambda prompt: "yes", say=said.append)
-    assert code == 2  # "yes" is not the confirm word
+    assert code == 3  # "yes" is not the confirm word: the stage did not run
 
 
 def test_stage_0_passes_on_openarm_and_records(tmp_path) -> None:
@@ -121,3 +122,21 @@ def test_stage_0_fails_for_a_joint_missing_from_the_model(tmp_path) -> None:
     assert "[FAIL] config_matches_model" in text
     assert "joint 'openarm_left_wrist_roll' is not in the scene model" in text
     assert "stage 0 FAILED" in text
+
+
+def test_a_check_that_measured_nothing_blocks_its_stage() -> None:
+    """No measurement is never a pass: None or NaN is not_measured and blocks the stage; a check
+    that does not apply carries the measurement that says so."""
+    from mj_manipulator_ros.hil.stage_runners import CheckStatus, check, not_applicable
+
+    p = load_protocol()
+    st = p.by_id("synchronized")
+    for nothing in (None, float("nan")):
+        r = check(st, "start_skew", "plan", nothing, "onset not measured for ['right']")
+        assert r.status is CheckStatus.NOT_MEASURED and not r.passed
+        assert r.to_dict()["status"] == "not_measured" and r.to_dict()["pass"] is False
+    assert check(st, "start_skew", "plan", 0.001).passed
+    assert not check(st, "start_skew", "plan", 0.5).passed
+    na = not_applicable(p.by_id("each_arm_alone"), "alone_succeeded", "crossing/left", 97.0,
+                        "collides when run alone")
+    assert na.passed and na.status is CheckStatus.NOT_APPLICABLE and na.measured == 97.0

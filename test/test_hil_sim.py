@@ -45,6 +45,9 @@ def test_sim_rehearsal_passes_stages_0_through_6(tmp_path) -> None:
     checks = [e for e in events(run) if "name" in e]
     assert {c["stage"] for c in checks} == set(range(7))
     assert all(c["pass"] for c in checks)
+    alone = [c for c in checks if c["stage"] == 4 and c["name"] == "alone_succeeded"]
+    assert {c["subject"].split("/")[-1] for c in alone if c["status"] == "passed"} == {"left", "right"}
+    assert all(c["measured"] > 0 for c in alone if c["status"] == "not_applicable")
     skew = [c for c in checks if c["name"] == "start_skew"]
     assert skew and all(c["measured"] <= 0.02 for c in skew)
     assert (run / "summary.md").read_text().count("**passed**") == 7
@@ -99,6 +102,8 @@ def test_ctrl_c_cancels_and_is_recorded(tmp_path, processes) -> None:
     run = only_run(tmp_path)
     interrupted = [e for e in events(run) if e.get("event") == "interrupted"]
     assert interrupted and interrupted[0]["detail"] == "Ctrl-C: every arm canceled"
+    report = interrupted[0]["report"]  # the real report, not a fixed string
+    assert report is not None and all(a["stop_confirmed"] for a in report["arms"].values())
     assert "interrupted by the operator" in (run / "summary.md").read_text()
 
 

@@ -97,8 +97,9 @@ def planned_onset(traj: ArmTrajectory, threshold: float, step: float = 0.001) ->
 
 
 def start_skew(latenesses: Sequence[float]) -> float:
-    """Spread (max - min) of the arms' onset lateness relative to the plan, s."""
-    return float(max(latenesses) - min(latenesses)) if latenesses else 0.0
+    """Spread (max - min) of the arms' onset lateness relative to the plan, s; NaN (not
+    measured) with fewer than two arms: a skew needs two onsets."""
+    return float(max(latenesses) - min(latenesses)) if len(latenesses) >= 2 else float("nan")
 
 
 def stop_time(samples: JointSamples, after: float, speed_threshold: float) -> float:

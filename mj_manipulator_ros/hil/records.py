@@ -94,19 +94,20 @@ class RunRecord:
         forced = [e for e in self.lines if e.get("event") == "forced"]
         for e in forced:
             out.append(f"- **gate forced** for stage {e['stage']}: {e['reason']}")
-        if any(e.get("event") == "interrupted" for e in self.lines):
-            out.append("- **interrupted by the operator (Ctrl-C); every arm was canceled**")
+        for e in (x for x in self.lines if x.get("event") == "interrupted"):
+            out.append(f"- **interrupted by the operator**: {e.get('detail', '')}")
         out.append("")
         for number, name, status in stages:
             out += [f"## Stage {number}: {name}: **{status}**", "",
-                    "| check | subject | measured | threshold | pass | detail |",
+                    "| check | subject | measured | threshold | result | detail |",
                     "| --- | --- | --- | --- | --- | --- |"]
             for c in (x for x in self.lines if x.get("stage") == number and "name" in x):
                 m = "" if c["measured"] is None else f"{c['measured']:.4g}"
                 t = "" if c["threshold"] is None else f"{c['threshold']:g} {c['unit']}"
                 detail = str(c["detail"]).replace("|", "/")[:160]
-                out.append(f"| {c['name']} | {c['subject']} | {m} | {t} | "
-                           f"{'yes' if c['pass'] else '**NO**'} | {detail} |")
+                status = c.get("status", "passed" if c["pass"] else "failed")
+                shown = {"passed": "pass", "not_applicable": "n/a"}.get(status, f"**{status}**")
+                out.append(f"| {c['name']} | {c['subject']} | {m} | {t} | {shown} | {detail} |")
             out.append("")
         return "\n".join(out)
 

@@ -1,7 +1,9 @@
 """``mj-manipulator-ros hil``: run bring-up stages with gating, confirmation and records.
 
-Exit codes: 0 every stage run passed; 1 a stage failed; 2 refused (bad arguments, gate closed,
-confirmation refused or impossible); 130 interrupted (Ctrl-C; every arm canceled).
+Exit codes: 0 every stage run passed; 1 a stage failed (a check failed or measured nothing);
+2 refused before any stage ran (bad arguments, gate closed); 3 a stage did not run (its
+confirmation was refused or impossible: no terminal); 130 interrupted (Ctrl-C; every arm
+canceled, the record says whether each stop was confirmed).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from mj_manipulator_ros.hil.records import GateState, RunRecord, fingerprint
 from mj_manipulator_ros.hil.stages import load_protocol, render_checklist, stages_file
 from mj_manipulator_ros.model.limits import load_config_with_model
 
-EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_NOT_RUN, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
@@ -88,7 +90,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
             if st.moves and not confirm(st, protocol, sim, yes, is_tty, ask, say):
                 record.event("refused", stage=number, reason="no confirmation")
                 ran.append((number, st.name, "not run: no confirmation"))
-                code = EXIT_REFUSED
+                code = EXIT_NOT_RUN
                 break
             say(f"--- stage {number}: {st.name}")
             if st.runner_name in stage_runners.OFFLINE_RUNNERS:
@@ -103,9 +105,12 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                 results_ = stage_runners.RUNNERS[st.runner_name](session, st, protocol)
             for r in results_:
                 record.check(r)
-                mark = "pass" if r.passed else "FAIL"
-                value = "" if r.threshold is None else f" {r.measured:.4g} (threshold {r.threshold:g} {r.unit})"
-                say(f"  [{mark}] {r.name} {r.subject}{value}{'  ' + r.detail if not r.passed and r.detail else ''}")
+                mark = {"passed": "pass", "failed": "FAIL", "not_measured": "NOT MEASURED",
+                        "not_applicable": "n/a"}[r.status.value]
+                shown_value = "-" if r.measured is None else f"{r.measured:.4g}"
+                value = "" if r.threshold is None else f" {shown_value} (threshold {r.threshold:g} {r.unit})"
+                shown = r.detail if r.detail and r.status.value != "passed" else ""
+                say(f"  [{mark}] {r.name} {r.subject}{value}{'  ' + shown if shown else ''}")
             passed = bool(results_) and all(r.passed for r in results_)
             ran.append((number, st.name, "passed" if passed else "FAILED"))
             if passed:
@@ -117,8 +122,15 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
     except Exception as exc:  # noqa: BLE001 - Interrupted, or a fault to record before leaving
         from mj_manipulator_ros.hil.session import Interrupted
         if isinstance(exc, Interrupted) or interrupted[0]:
-            record.event("interrupted", detail="Ctrl-C: every arm canceled")
-            say("hil: interrupted; every arm was canceled")
+            report = getattr(exc, "report", None)
+            if report is None and session is not None and session.last_run is not None:
+                report = session.last_run[1]
+            unconfirmed = report.unconfirmed_arms if report is not None else []
+            record.event("interrupted", detail="Ctrl-C: every arm canceled" + (
+                f"; STOP NOT CONFIRMED for {unconfirmed}" if unconfirmed else ""),
+                report=None if report is None else report.to_dict())
+            say("hil: interrupted; every arm was canceled" + (
+                f"; STOP NOT CONFIRMED for {unconfirmed}" if unconfirmed else ""))
             code = EXIT_INTERRUPTED
         else:
             record.event("error", detail=f"{type(exc).__name__}: {exc}")

@@ -33,7 +33,12 @@ from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
 
 class Interrupted(Exception):
-    """Ctrl-C during a stage: every arm was canceled."""
+    """Ctrl-C during a stage. ``report`` is the interrupted execution's report (None when no
+    execution was running): it says whether every arm's stop was confirmed."""
+
+    def __init__(self, report: Optional[ExecutionReport] = None) -> None:
+        super().__init__("interrupted (Ctrl-C)")
+        self.report = report
 
 
 class JointStateBuffer:
@@ -185,13 +190,16 @@ class HilSession:
             raise Interrupted()
         t0 = self.now()
         report = self.executor.execute(plan)
-        self.sleep(settle)
+        try:
+            self.sleep(settle)
+        except Interrupted:
+            raise Interrupted(report) from None
         samples = self.joint_states.samples(since=t0 - 0.5)
         self.last_run = (plan, report, samples)
         if len(plan.arm_names) > 1 and report.succeeded:
             self.last_synchronized_run = self.last_run
         if self.interrupted.is_set():
-            raise Interrupted()
+            raise Interrupted(report)
         return report, samples
 
     def set_fault(self, arm: str, **changes) -> None:

@@ -7,6 +7,7 @@ passes when every one passes. Motions come from :mod:`mj_manipulator_ros.hil.mot
 
 from __future__ import annotations
 
+import enum
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,32 +32,57 @@ if TYPE_CHECKING:  # the session imports rclpy; stage 0 runs without one
     from mj_manipulator_ros.hil.session import HilSession
 
 
+class CheckStatus(str, enum.Enum):
+    """How a check ended. Only ``passed`` and ``not_applicable`` let a stage pass."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_MEASURED = "not_measured"      # nothing was measured: blocks the stage
+    NOT_APPLICABLE = "not_applicable"  # the check does not apply, for a measured reason
+
+
 @dataclass(frozen=True)
 class CheckResult:
     stage: int
     name: str
     subject: str            # arm, plan, "plan/arm", or "" for the whole setup
-    measured: float
+    measured: Optional[float]
     threshold: Optional[float]
     unit: str
-    passed: bool
+    status: CheckStatus
     detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """Does this check let its stage pass?"""
+        return self.status in (CheckStatus.PASSED, CheckStatus.NOT_APPLICABLE)
 
     def to_dict(self) -> dict:
         return {"stage": self.stage, "name": self.name, "subject": self.subject,
                 "measured": None if self.measured is None or not np.isfinite(self.measured)
                 else float(self.measured), "threshold": self.threshold, "unit": self.unit,
-                "pass": self.passed, "detail": self.detail}
+                "pass": self.passed, "status": self.status.value, "detail": self.detail}
 
 
-def check(stage: Stage, name: str, subject: str, measured: float, detail: str = "",
+def check(stage: Stage, name: str, subject: str, measured: Optional[float], detail: str = "",
           passed: Optional[bool] = None) -> CheckResult:
+    """A check of ``stage``: ``measured`` against its threshold (or ``passed`` given). A value
+    that was not measured (None or NaN) is ``not_measured`` and blocks the stage."""
     spec = stage.check(name)
-    ok = spec.passes(measured) if passed is None else passed
-    if measured is not None and isinstance(measured, float) and np.isnan(measured):
-        ok = False
-    return CheckResult(stage.number, name, subject, measured, spec.threshold, spec.unit, bool(ok),
+    if measured is None or (isinstance(measured, float) and np.isnan(measured)):
+        status = CheckStatus.NOT_MEASURED
+    else:
+        ok = spec.passes(measured) if passed is None else passed
+        status = CheckStatus.PASSED if ok else CheckStatus.FAILED
+    return CheckResult(stage.number, name, subject, measured, spec.threshold, spec.unit, status,
                        detail)
+
+
+def not_applicable(stage: Stage, name: str, subject: str, measured: float, detail: str) -> CheckResult:
+    """A check that does not apply, with the measurement that says so (e.g. colliding states)."""
+    spec = stage.check(name)
+    return CheckResult(stage.number, name, subject, measured, spec.threshold, spec.unit,
+                       CheckStatus.NOT_APPLICABLE, detail)
 
 
 def shipped_plans(config: ExecutorConfig) -> dict[str, MultiArmPlan]:
@@ -182,7 +208,7 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
             out.append(check(stage, "cancel_confirmed", subject, float(confirmed),
                              _report_detail(report), passed=confirmed))
             s = samples.arm(session.config.arm(arm).joint_names)
-            latency = A.stop_time(s, r.cancel_requested_at, threshold) if r.cancel_requested_at else np.inf
+            latency = A.stop_time(s, r.cancel_requested_at, threshold) if r.cancel_requested_at else None
             out.append(check(stage, "stop_latency", subject, latency))
             return_to(session, {arm: start})
     return out
@@ -208,17 +234,21 @@ def _run_and_cancel(session: "HilSession", plan: MultiArmPlan, fraction: float):
 
 # ---- each arm alone, synchronized, soak -----------------------------------------------------------
 def each_arm_alone(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    """Each arm runs each shipped plan by itself where that is collision-free; every arm must
+    have run at least one plan alone (otherwise its run is not measured: the stage blocks)."""
     speed = stage.params["speed"]
     out = []
+    ran = {arm: 0 for arm in session.config.arm_names}
     for name, plan in shipped_plans(session.config).items():
         for arm in plan.arm_names:
             subject = f"{name}/{arm}"
             alone = session.checker.check(timeline=with_holds(session, plan.subset([arm])),
                                           mode="recorded")
             if not alone.collision_free:
-                out.append(check(stage, "alone_succeeded", subject, 1.0,
-                                 "skipped: collides when run alone (" +
-                                 alone.summary().splitlines()[0] + ")", passed=True))
+                out.append(not_applicable(stage, "alone_succeeded", subject,
+                                          float(alone.colliding_states),
+                                          "collides when run alone (" +
+                                          alone.summary().splitlines()[0] + ")"))
                 continue
             error = approach(session, plan, [arm])
             if error:
@@ -226,12 +256,17 @@ def each_arm_alone(session: "HilSession", stage: Stage, protocol: Protocol) -> l
                 continue
             run = plan.subset([arm]).time_scaled(speed)
             report, samples = session.run(run)
+            ran[arm] += 1
             out.append(check(stage, "alone_succeeded", subject, float(report.succeeded),
                              _report_detail(report), passed=report.succeeded))
             s = samples.arm(session.config.arm(arm).joint_names)
             out.append(check(stage, "tracking_error", subject,
                              A.tracking_error(s, run[arm], report.start_stamp)
-                             if report.start_stamp else float("nan")))
+                             if report.start_stamp else None))
+    for arm, n in ran.items():
+        if n == 0:
+            out.append(check(stage, "alone_succeeded", arm, None,
+                             "no shipped plan could run with this arm alone: nothing measured"))
     return out
 
 
@@ -249,18 +284,23 @@ def synchronized_run(session: "HilSession", stage: Stage, protocol: Protocol, na
         return out
     onset_threshold = protocol.settings["onset_threshold_rad"]
     speed_threshold = protocol.settings["speed_threshold_rad_s"]
-    late, worst_track, masks = {}, 0.0, {}
+    late, worst_track, masks, unmeasured = {}, 0.0, {}, []
     for arm in run.arm_names:
         s = samples.arm(session.config.arm(arm).joint_names)
         planned = A.planned_onset(run[arm], onset_threshold)
         measured = A.onset(s, report.start_stamp, onset_threshold)
         if planned is not None and measured is not None:
             late[arm] = measured - (report.start_stamp + planned)
+        else:
+            unmeasured.append(arm)
         worst_track = max(worst_track, A.tracking_error(s, run[arm], report.start_stamp))
         w = s.window(report.start_stamp, report.start_stamp + run.duration)
         masks[arm] = (w.stamps, A.moving_mask(w.velocities, speed_threshold))
     detail = ", ".join(f"{a} onset {x * 1e3:+.1f} ms vs plan" for a, x in late.items())
-    out.append(check(stage, "start_skew", subject, A.start_skew(list(late.values())), detail))
+    if unmeasured:  # an arm whose onset was not measured is never dropped silently
+        detail += f"{'; ' if detail else ''}onset not measured for {unmeasured}"
+    skew = A.start_skew(list(late.values())) if not unmeasured else None
+    out.append(check(stage, "start_skew", subject, skew, detail))
     if len(masks) >= 2 and "both_moving_overlap" in {c.name for c in stage.checks}:
         planned = A.planned_overlap_s([run[a] for a in run.arm_names], speed_threshold)
         stamps = np.unique(np.concatenate([m[0] for m in masks.values()]))
@@ -322,15 +362,15 @@ def fault_rehearsal(session: "HilSession", stage: Stage, protocol: Protocol,
     if session.sim_node is not None:
         session.set_fault(fault_arm, abort_after_s=fault_at)
     else:
-        announce(f"stage 6: trigger a fault on arm {fault_arm!r} about {fault_at:.1f} s after the "
-                 "motion starts (e.g. its controller's stop)")
+        announce(f"stage 6: trigger a fault on arm {fault_arm!r} (only that arm) about "
+                 f"{fault_at:.1f} s after the motion starts (e.g. its controller's stop)")
     try:
         report, samples = session.run(run, settle=1.0)
     finally:
         if session.sim_node is not None:
             session.set_fault(fault_arm, abort_after_s=None)
     f = report.first_failure
-    detected = f is not None and f.arm is not None and (session.sim_node is None or f.arm == fault_arm)
+    detected = f is not None and f.arm == fault_arm  # the faulted arm, on hardware too
     out = [check(stage, "failure_detected", name, float(detected), _report_detail(report),
                  passed=detected)]
     failing = f.arm if detected else fault_arm
@@ -339,7 +379,7 @@ def fault_rehearsal(session: "HilSession", stage: Stage, protocol: Protocol,
         if arm == failing:
             continue
         s = samples.arm(session.config.arm(arm).joint_names)
-        latency = A.stop_time(s, t_fail, threshold) if t_fail is not None else float("inf")
+        latency = A.stop_time(s, t_fail, threshold) if t_fail is not None else None
         out.append(check(stage, "peers_stopped", arm, latency))
         r = report.arms[arm]
         confirmed = r.stop_confirmed and (r.status is not ArmStatus.UNCONFIRMED_STOP)
