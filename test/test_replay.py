@@ -289,3 +289,162 @@ def test_concurrent_checks_give_the_serial_verdicts(tmp_path) -> None:
     assert not errors
     bad = [k for k, d in seen if d != serial[k]]
     assert not bad and len(seen) == 15 * len(jobs), f"{len(bad)} of {len(seen)} verdicts differ"
+
+
+def test_the_margin_rule_is_verified_when_a_checker_is_built(tmp_path, monkeypatch) -> None:
+    """The checker's distance horizon needs MuJoCo to sum the two geoms' margins; a MuJoCo that
+    does not is refused with a clear error (shown here with a probe whose gap no rule bridges)."""
+    import mj_manipulator_ros.check.replay_checker as rc
+    from mj_manipulator_ros.core.errors import UnsupportedMujocoError
+
+    checker_for(scene_config(tmp_path))  # this MuJoCo sums: built
+    monkeypatch.setattr(rc, "_margin_rule_checked", False)
+    monkeypatch.setattr(rc, "_MARGIN_PROBE", rc._MARGIN_PROBE.replace('pos="0.3 0 0"',
+                                                                      'pos="0.5 0 0"'))
+    with pytest.raises(UnsupportedMujocoError, match="needs the sum of the two margins"):
+        checker_for(scene_config(tmp_path))
+
+
+def test_a_full_contact_buffer_is_never_clear() -> None:
+    """Arms made of many overlapping spheres in a tiny arena: MuJoCo drops contacts; those
+    states are counted and the replay is not certified."""
+    import mujoco
+
+    from mj_manipulator_ros.model.arm_binding import bind_arm
+
+    def arm(name: str, y: float) -> str:
+        balls = "".join(f'<geom type="sphere" size="0.05" pos="{0.01 * i} 0 0"/>' for i in range(40))
+        return f'<body name="{name}" pos="0 {y} 0"><joint name="{name}_j1" axis="0 0 1"/>{balls}</body>'
+    model = mujoco.MjModel.from_xml_string(
+        f'<mujoco><size memory="300K"/><worldbody>{arm("left", 0)}{arm("right", 0.02)}'
+        "</worldbody></mujoco>")
+    cfg = config_from_mapping({"arms": [{"name": a, "joint_names": [f"{a}_j1"]}
+                                        for a in ("left", "right")]})
+    checker = PlanReplayChecker(model, {a.name: bind_arm(model, a) for a in cfg.arms}, model.qpos0)
+    t = np.array([0.0, 1.0])
+    plan = MultiArmPlan({a: ArmTrajectory((f"{a}_j1",), t, np.zeros((2, 1))) for a in ("left", "right")})
+    report = checker.check(plan, continuous=False)
+    assert report.contact_overflow_states > 0 and not report.collision_free
+    assert "contact buffer filled up" in report.summary()
+
+
+# ---- the certificate follows the kinematic tree, not the listing order ----------------------
+ARM3_XML = """<mujoco><compiler angle="radian"/><worldbody>
+  <body name="base"><joint name="j1" type="hinge" axis="0 0 1" range="-3 3"/>
+    <geom type="capsule" fromto="0 0 0 0 0 0.2" size="0.02"/>
+    <body name="l2" pos="0 0 0.2"><joint name="j2" type="hinge" axis="0 1 0" range="-2 2"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.015"/>
+      <body name="l3" pos="0.3 0 0"><joint name="j3" type="hinge" axis="0 0 1" range="-2 2"/>
+        <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.004"/>
+      </body></body></body></worldbody></mujoco>"""
+RAIL_XML = """<mujoco><compiler angle="radian"/><worldbody>
+  <body name="carriage"><joint name="rail" type="slide" axis="1 0 0" range="-0.5 0.5"/>
+    <geom type="box" size="0.03 0.03 0.01"/>
+    <body name="link" pos="0 0 0.02"><joint name="j1" type="hinge" axis="0 0 1" range="-3 3"/>
+      <geom type="capsule" fromto="0 0 0 0 0.3 0" size="0.003"/>
+    </body></body></worldbody></mujoco>"""
+PERMUTATIONS = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
+
+
+def arm3_config(tmp_path, order, separation=0.95):
+    (tmp_path / "arm3.xml").write_text(ARM3_XML)
+    joints = ("j1", "j2", "j3")
+    models = [{"file": str(tmp_path / "arm3.xml"), "prefix": "left_", "pos": [0, 0, 0.5]},
+              {"file": str(tmp_path / "arm3.xml"), "prefix": "right_", "pos": [separation, 0, 0.5],
+               "quat": [0, 0, 0, 1]}]
+    return config_from_mapping({
+        "arms": [{"name": a, "joint_names": [f"{a}_{joints[k]}" for k in order]}
+                 for a in ("left", "right")],
+        "scene": {"models": models, "floor": False}})
+
+
+def arm3_plan(canonical: dict, times, order) -> MultiArmPlan:
+    """The same motion (columns j1, j2, j3 in ``canonical``) listed in ``order``."""
+    joints = ("j1", "j2", "j3")
+    return MultiArmPlan({a: ArmTrajectory(tuple(f"{a}_{joints[k]}" for k in order), times,
+                                          q[:, list(order)]) for a, q in canonical.items()})
+
+
+def test_thin_link_sweep_is_found_in_any_joint_order(tmp_path) -> None:
+    """The 3 mm link jumps over the 3 mm pole between two states 10 ms apart. Listing the joints
+    [j2, j1] must not hide it (regression: the reach bound assumed chain order and certified
+    the interval)."""
+    for order in (("left_j1", "left_j2"), ("left_j2", "left_j1")):
+        cfg = scene_config(tmp_path, separation=3.0, thin=True, pole=True)
+        # the pole stands on the second link's path only (0.45 m out): j1 swings link2 into it
+        (tmp_path / "pole.xml").write_text(POLE_XML.replace('fromto="0.3 0 0.4 0.3 0 0.6"',
+                                                            'fromto="0.45 0 0.4 0.45 0 0.6"'))
+        data = {"arms": [{"name": "left", "joint_names": list(order)},
+                         {"name": "right", "joint_names": ["right_j1", "right_j2"]}],
+                "scene": cfg.extra["scene"]}
+        checker, _ = checker_for(config_from_mapping(data), arm_env=True)
+        left = np.array([[-0.3, 0.0], [0.3, 0.0]])[:, [0, 1] if order[0] == "left_j1" else [1, 0]]
+        plan = MultiArmPlan({"left": ArmTrajectory(order, np.array([0.0, 0.01]), left),
+                             "right": ArmTrajectory(("right_j1", "right_j2"), np.array([0.0, 0.01]),
+                                                    np.zeros((2, 2)))})
+        assert checker.check(plan, continuous=False).collision_free  # the states miss it
+        report = checker.check(plan)
+        assert not report.collision_free and report.between_state_collisions >= 1, (order, report.summary())
+
+
+def test_every_joint_order_gives_the_same_certificate(tmp_path) -> None:
+    """Random 3-joint plans in all six orders of joint_names: the same verdict and the same
+    number of extra states every time, and each verdict agrees with a dense brute-force
+    sampling of the true motion (both verdicts occur)."""
+    checkers = {o: checker_for(arm3_config(tmp_path, o))[0] for o in PERMUTATIONS}
+    rng = np.random.default_rng(5)
+    times = np.linspace(0.0, 1.0, 4)
+    clear = colliding = 0
+    for _ in range(10):
+        canonical = {"left": np.column_stack([rng.uniform(-0.6, 0.6, 4), rng.uniform(-0.5, 0.5, 4),
+                                              rng.uniform(-1.5, 1.5, 4)]),
+                     "right": np.column_stack([rng.uniform(-0.6, 0.6, 4), rng.uniform(-0.5, 0.5, 4),
+                                               rng.uniform(-1.5, 1.5, 4)])}
+        verdicts = {o: checkers[o].check(arm3_plan(canonical, times, o)) for o in PERMUTATIONS}
+        base = verdicts[PERMUTATIONS[0]]
+        for o, r in verdicts.items():
+            assert (r.collision_free, r.extra_states_checked, r.colliding_states) == \
+                (base.collision_free, base.extra_states_checked, base.colliding_states), o
+        reference = brute_force_min_distance(checkers[PERMUTATIONS[0]],
+                                             arm3_plan(canonical, times, PERMUTATIONS[0]))
+        if base.collision_free:
+            clear += 1
+            assert reference >= base.margin, (base.summary(), reference)
+        if reference < base.margin:
+            colliding += 1
+            assert not base.collision_free, (base.summary(), reference)
+    assert clear >= 1 and colliding >= 1, (clear, colliding)
+
+
+def test_an_arm_on_a_rail_is_certified_soundly(tmp_path) -> None:
+    """A slide joint (a carriage on a rail) carries a thin link past a thin pole between two
+    states: the slide's bound is translational (1 m per m) and the sweep is found; the same
+    motion listed [j1, rail] too. A slide without a range is refused."""
+    (tmp_path / "rail.xml").write_text(RAIL_XML)
+    (tmp_path / "pole.xml").write_text(POLE_XML.replace('fromto="0.3 0 0.4 0.3 0 0.6"',
+                                                        'fromto="0 0.2 0.4 0 0.2 0.6"'))
+    scene = {"models": [{"file": str(tmp_path / "rail.xml"), "prefix": "left_", "pos": [0, 0, 0.5]},
+                        {"file": str(tmp_path / "rail.xml"), "prefix": "right_", "pos": [0, 3, 0.5]},
+                        {"file": str(tmp_path / "pole.xml"), "prefix": "env_"}], "floor": False}
+    for order in (("left_rail", "left_j1"), ("left_j1", "left_rail")):
+        cfg = config_from_mapping({"arms": [{"name": "left", "joint_names": list(order)},
+                                            {"name": "right", "joint_names": ["right_rail", "right_j1"]}],
+                                   "scene": scene})
+        checker, _ = checker_for(cfg, arm_env=True)
+        t = np.array([0.0, 0.01])
+        rail = np.array([-0.2, 0.2])                 # 0.4 m in 10 ms, across the pole at x = 0
+        left = np.column_stack([rail, np.zeros(2)]) if order[0] == "left_rail" else \
+            np.column_stack([np.zeros(2), rail])
+        plan = MultiArmPlan({"left": ArmTrajectory(order, t, left),
+                             "right": ArmTrajectory(("right_rail", "right_j1"), t, np.zeros((2, 2)))})
+        assert checker.check(plan, continuous=False).collision_free  # the states miss it
+        report = checker.check(plan)
+        assert not report.collision_free and report.between_state_collisions >= 1, report.summary()
+    from mj_manipulator_ros.core.errors import ConfigError
+
+    (tmp_path / "rail.xml").write_text(RAIL_XML.replace(' range="-0.5 0.5"', ""))
+    cfg = config_from_mapping({"arms": [{"name": "left", "joint_names": ["left_rail", "left_j1"]},
+                                        {"name": "right", "joint_names": ["right_rail", "right_j1"]}],
+                               "scene": scene})
+    with pytest.raises(ConfigError, match="slide joint 'left_rail' has no range"):
+        checker_for(cfg)

@@ -10,17 +10,15 @@ the model) so that pairs closer than ``horizon`` report their signed distance. A
 than ``margin`` (default 5 mm) is a **collision**; farther is clear (a near miss when below the
 horizon).
 
-**Between states (continuous check).** For a geom g of an arm and a joint j of that arm's chain
-upstream of g, let rho(j, g) = the chain length from joint j's anchor to the anchor of g's last
-joint, plus the distance from that anchor to g's centre, plus g's bounding radius. These are
-configuration-independent, and since |velocity of a point| <= sum_j |qdot_j| |x - anchor_j|, a
-point of g moves at most sum_j rho(j, g) * h * vmax_j over an interval of length h on which
-|qdot_j| <= vmax_j. vmax comes from the timeline: for a plan, from its splines (as the controller
-interpolates them) sampled every 1 ms, plus 1 ms times the largest acceleration; for a
-recording, from linear motion between samples. With the bounds B of the arms of a pair added
-(twice the arm's for self-collision), an interval with clearances c0, c1 at its ends is certified
-when (c0 + c1 - B) / 2 >= margin. Otherwise its midpoint (on the true motion) is checked like a
-state and each half is certified the same way, down to ``max_depth`` halvings.
+**Between states (continuous check).** Every point of an arm's geom g moves at most
+``sum_j rho(j, g) * vmax_j * h`` over an interval of length h on which |qdot_j| <= vmax_j, with
+the lever arms rho from the model's kinematic tree (``model/reach.py``: hinge and slide joints,
+any order of ``joint_names``). vmax comes from the timeline: for a plan, from its splines (as
+the controller interpolates them) sampled every 1 ms, plus 1 ms times the largest acceleration;
+for a recording, from linear motion between samples. With the bounds B of the arms of a pair
+added (twice the arm's for self-collision), an interval with clearances c0, c1 at its ends is
+certified when (c0 + c1 - B) / 2 >= margin. Otherwise its midpoint (on the true motion) is
+checked like a state and each half is certified the same way, down to ``max_depth`` halvings.
 
 **Guarantee:** an interval reported clear has no pair closer than ``margin`` anywhere on it,
 given the motion model above (the plan's splines; linear between recorded samples) and exact
@@ -31,6 +29,7 @@ MuJoCo distances. An interval not certified at ``max_depth`` counts against the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -40,11 +39,47 @@ import mujoco
 import numpy as np
 
 from mj_manipulator_ros.model.arm_binding import ArmBinding
+from mj_manipulator_ros.model.reach import reach_matrix
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.check.report import PairHit, ReplayReport
 from mj_manipulator_ros.check.timeline import ReplayMode, Timeline, build_timeline
+from mj_manipulator_ros.core.errors import UnsupportedMujocoError
 
 ENV = -1
+
+#: two spheres (radius 0.1 m, centres 0.3 m apart: a 0.1 m gap), each with a 0.06 m margin
+_MARGIN_PROBE = """<mujoco><worldbody>
+<geom type="sphere" size="0.1" margin="0.06"/>
+<body pos="0.3 0 0"><freejoint/><geom type="sphere" size="0.1" margin="0.06"/></body>
+</worldbody></mujoco>"""
+_margin_rule_checked = False
+
+
+def verify_margin_rule() -> None:
+    """The checker raises every geom's margin to reach/2 and relies on MuJoCo reporting a pair
+    whenever its distance is below the *sum* of the two margins (older MuJoCo took the maximum,
+    which would silently halve the distance horizon). Checked once per process on two spheres
+    whose gap lies between the two rules.
+
+    Raises:
+        UnsupportedMujocoError: this MuJoCo does not sum the margins.
+    """
+    global _margin_rule_checked
+    if _margin_rule_checked:
+        return
+    m = mujoco.MjModel.from_xml_string(_MARGIN_PROBE)
+    d = mujoco.MjData(m)
+    mujoco.mj_kinematics(m, d)
+    mujoco.mj_collision(m, d)
+    summed = d.ncon == 1 and abs(d.contact.dist[0] - 0.1) < 1e-9 and \
+        abs(d.contact.includemargin[0] - 0.12) < 1e-9
+    if not summed:
+        raise UnsupportedMujocoError(
+            f"MuJoCo {mujoco.__version__} does not report two geoms 0.1 m apart with margins "
+            f"0.06 + 0.06 m (contacts: {d.ncon}, includemargin "
+            f"{list(d.contact.includemargin[:d.ncon])}): the replay checker needs the sum of the "
+            "two margins; install the MuJoCo version this package pins (see setup.py)")
+    _margin_rule_checked = True
 
 
 @dataclass
@@ -53,6 +88,7 @@ class _State:
 
     clearance: dict = field(default_factory=dict)     # category -> min distance (<= horizon)
     hits: list = field(default_factory=list)          # (category, g1, g2, dist)
+    overflow: bool = False                            # the contact buffer was full
 
 
 class PlanReplayChecker:
@@ -71,6 +107,8 @@ class PlanReplayChecker:
                  arm_env: bool = False, self_collision: bool = False, max_depth: int = 10) -> None:
         if not 0 <= margin < horizon:
             raise ValueError(f"need 0 <= margin < horizon, got margin={margin}, horizon={horizon}")
+        verify_margin_rule()
+        self.overflow_states = 0  # states whose contact buffer filled up (contacts dropped)
         self.arms = dict(arms)
         self.arm_names = list(self.arms)
         self.margin, self.horizon, self.max_depth = margin, horizon, max_depth
@@ -103,7 +141,8 @@ class PlanReplayChecker:
             for k, b in enumerate(owners):
                 self._pair_category[a, b] = table[i, k]
         self.narrowed = self._narrow_pairs()
-        self._rho = {name: self._reach(arm) for name, arm in self.arms.items()}
+        self._rho = {name: reach_matrix(self.model, arm, self.base_qpos)
+                     for name, arm in self.arms.items()}
 
     def _narrow_pairs(self) -> bool:
         """Let MuJoCo test only the requested categories (arm-arm, and arm-env/self on request),
@@ -140,33 +179,6 @@ class PlanReplayChecker:
         return cls(scene.model, scene.arms, scene.initial_qpos, **kwargs)
 
     # ---- construction helpers -----------------------------------------------------------------
-    def _reach(self, arm: ArmBinding) -> np.ndarray:
-        """rho (G_all, J): for every geom of the model, per joint of the arm (0 if unaffected)."""
-        m, d = self.model, mujoco.MjData(self.model)
-        d.qpos[:] = self.base_qpos
-        mujoco.mj_kinematics(m, d)
-        anchors = d.xanchor[arm.joint_ids]                      # (J, 3)
-        links = np.linalg.norm(np.diff(anchors, axis=0), axis=1)  # anchor j -> j+1 (invariant)
-        chain = np.concatenate([[0.0], np.cumsum(links)])        # from joint 0
-        rho = np.zeros((m.ngeom, len(arm.joint_ids)))
-        jnt_body = m.jnt_bodyid[arm.joint_ids]
-        for g in range(m.ngeom):
-            b = m.geom_bodyid[g]
-            if b not in arm.body_ids:
-                continue
-            # the last arm joint at or above g's body
-            last, anc = -1, b
-            while anc > 0 and last < 0:
-                hits = np.flatnonzero(jnt_body == anc)
-                last = int(hits[-1]) if hits.size else -1
-                anc = m.body_parentid[anc]
-            if last < 0:
-                continue
-            tail = np.linalg.norm(d.geom_xpos[g] - anchors[last]) + m.geom_rbound[g]
-            for j in range(last + 1):
-                rho[g, j] = chain[last] - chain[j] + tail
-        return rho
-
     # ---- one state ------------------------------------------------------------------------------
     def _categories(self, oa: np.ndarray, ob: np.ndarray) -> np.ndarray:
         """Category code per contact: arm pair (i, k) -> i * n + k with i <= k, env as n; -1 = skip."""
@@ -195,8 +207,13 @@ class PlanReplayChecker:
         m, d = self.model, self.data
         d.qpos[:] = poses if isinstance(poses, np.ndarray) else self._qpos(poses)
         mujoco.mj_kinematics(m, d)
+        full = d.warning[mujoco.mjtWarning.mjWARN_CONTACTFULL]
+        before = full.number
         mujoco.mj_collision(m, d)
         state = _State()
+        if full.number != before:  # contacts were dropped: this state cannot be certified
+            state.overflow = True
+            self.overflow_states += 1
         n = d.ncon
         if n == 0:
             return state
@@ -261,6 +278,7 @@ class PlanReplayChecker:
         if progress is None and sys.stderr.isatty() and idx.size > 2000:
             progress = _terminal_progress
         categories = self._all_categories()
+        overflow_before = self.overflow_states
         clearance = {c: np.full(idx.size, horizon) for c in categories}
         states = []
         rows = self._qpos(poses)
@@ -284,8 +302,10 @@ class PlanReplayChecker:
                 between.extend(found)
                 uncertified += unc
                 extra_states += n_extra
-        return self._report(mode, times, states, clearance, between, uncertified, extra_states,
-                            continuous)
+        report = self._report(mode, times, states, clearance, between, uncertified, extra_states,
+                              continuous)
+        overflow = self.overflow_states - overflow_before
+        return dataclasses.replace(report, contact_overflow_states=overflow) if overflow else report
 
     def _bound(self, arm: str, dq: np.ndarray) -> float:
         """Max displacement (m) of any geom of the arm when its joints travel at most dq (J,)."""
