@@ -33,7 +33,9 @@ setup(
         *tree("config"),
         *tree("hil"),
     ],
-    install_requires=["setuptools", "numpy", "pyyaml", "mujoco"],
+    # MuJoCo >= 3.3: MjSpec.attach with frames and prefixes, geom margins summed per pair (the
+    # replay checker verifies that rule when it is built); tested with 4.0
+    install_requires=["setuptools", "numpy", "pyyaml", "mujoco>=3.3"],
     zip_safe=True,
     maintainer="mj_manipulator_ros maintainers",
     maintainer_email="maintainers@mj-manipulator-ros.invalid",

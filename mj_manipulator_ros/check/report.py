@@ -48,6 +48,7 @@ class ReplayReport:
     between_state_collisions: int = 0
     uncertified_intervals: int = 0
     extra_states_checked: int = 0
+    contact_overflow_states: int = 0   # states whose contact buffer filled: not certifiable
     margin: float = 0.005
     horizon: float = 0.10
     worst_time: Optional[float] = None
@@ -57,7 +58,7 @@ class ReplayReport:
     @property
     def collision_free(self) -> bool:
         return self.colliding_states == 0 and self.between_state_collisions == 0 \
-            and self.uncertified_intervals == 0
+            and self.uncertified_intervals == 0 and self.contact_overflow_states == 0
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "states_checked": self.states_checked,
@@ -68,6 +69,7 @@ class ReplayReport:
                 "between_state_collisions": self.between_state_collisions,
                 "uncertified_intervals": self.uncertified_intervals,
                 "extra_states_checked": self.extra_states_checked,
+                "contact_overflow_states": self.contact_overflow_states,
                 "margin": self.margin, "horizon": self.horizon, "worst_time": self.worst_time}
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -81,6 +83,9 @@ class ReplayReport:
                      f"{self.uncertified_intervals} uncertified intervals, "
                      f"{self.extra_states_checked} extra states checked")
         lines = [head]
+        if self.contact_overflow_states:
+            lines.append(f"  WARNING: the contact buffer filled up in {self.contact_overflow_states} "
+                         "checked states (contacts dropped; raise <size memory>): not certified")
         if self.first_collision_time is not None:
             lines.append(f"  first collision at {self.first_collision_time:.3f} s")
         for p in self.pairs[:5]:

@@ -80,5 +80,9 @@ class TimeGridMismatchError(PlanError):
     """Arms do not share one time grid; see ``resample_to_common_grid``."""
 
 
+class UnsupportedMujocoError(MjManipulatorError):
+    """The installed MuJoCo does not behave as the replay checker's guarantee assumes."""
+
+
 class ExecutionRefusedError(MjManipulatorError):
     """The executor refused to start (for example, the pre-flight collision check failed)."""
