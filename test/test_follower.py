@@ -109,8 +109,9 @@ def test_goal_tolerance_not_met_aborts_minus_5(sim, tmp_path) -> None:
 
 
 def test_minus_one_means_unchecked(sim) -> None:
-    t = goal(sim, [0.01], [[1.9, 0.0]], goal_tolerance=(ToleranceRequest("left_j1", -1.0),
-                                                          ToleranceRequest("left_j2", -1.0)))
+    # position and velocity erased (the stopped-velocity default of 0.01 would apply otherwise)
+    t = goal(sim, [0.01], [[1.9, 0.0]], goal_tolerance=(ToleranceRequest("left_j1", -1.0, -1.0),
+                                                          ToleranceRequest("left_j2", -1.0, -1.0)))
     for _ in range(10):  # 20 ms: past the 10 ms end
         sim.step_cycle()
     assert t.outcome == "succeeded"  # nothing checked: done at the end
@@ -201,3 +202,54 @@ def test_command_latency_delays_the_servo(tmp_path) -> None:
             if arm not in onsets and abs(state.positions[0]) > 1e-3:
                 onsets[arm] = snap.sim_time
     assert onsets["left"] - onsets["right"] == pytest.approx(0.1, abs=2 * sim.control_period + 1e-9)
+
+
+def _reference_spline(times, pos, vel, acc, t):
+    """Independent reference: per segment, the polynomial matching position, velocity (and
+    acceleration) at both ends, solved as a linear system (cubic: 4 conditions, quintic: 6)."""
+    k = int(np.clip(np.searchsorted(times, t, side="right") - 1, 0, len(times) - 2))
+    T, s = times[k + 1] - times[k], t - times[k]
+    order = 6 if acc is not None else 4
+
+    def rows(x):  # d^0, d^1, d^2 of [1, x, x^2, ...]
+        p = [x ** i for i in range(order)]
+        d = [i * x ** (i - 1) if i else 0.0 for i in range(order)]
+        dd = [i * (i - 1) * x ** (i - 2) if i > 1 else 0.0 for i in range(order)]
+        return p, d, dd
+    A, b = [], []
+    for x, idx in ((0.0, k), (T, k + 1)):
+        p, d, dd = rows(x)
+        A += [p, d] + ([dd] if acc is not None else [])
+        b += [pos[idx], vel[idx]] + ([acc[idx]] if acc is not None else [])
+    coef = np.linalg.solve(np.array(A), np.array(b))
+    return rows(s)[0] @ coef
+
+
+@pytest.mark.parametrize("quintic", [False, True])
+def test_interior_reference_matches_the_analytic_spline(sim, quintic) -> None:
+    """Between waypoints the commanded reference is the spline JTC would run (cubic with
+    velocities, quintic with accelerations), checked at every control cycle against an
+    independent solve of the boundary conditions, not only at the held final point."""
+    times = np.array([0.2, 0.6, 1.0])
+    pos = np.array([[0.3, -0.2], [0.5, 0.4], [0.1, 0.2]])
+    vel = np.array([[0.0, 0.5], [0.4, -0.3], [0.0, 0.0]])
+    acc = np.array([[0.0, 0.0], [-1.0, 2.0], [0.0, 0.0]]) if quintic else None
+    req = GoalRequest(J, list(times), pos.tolist(), vel.tolist(),
+                      acc.tolist() if quintic else [[] for _ in times], 0.0)
+    reason, g = check_goal(req, J, sim.controller_time(), sim.settings.tolerances)
+    assert reason is None, reason
+    t = sim.controllers["left"].submit(g)
+    seen = 0
+    while not t.done.is_set():
+        sim.step_cycle()
+        with t.lock:
+            if t.started_at is None or t.desired is None:
+                continue
+            local = t.time - t.started_at
+            if times[0] < local < times[-1]:
+                expected = np.array([_reference_spline(times, pos[:, j], vel[:, j],
+                                                       None if acc is None else acc[:, j], local)
+                                     for j in range(2)])
+                assert np.allclose(t.desired, expected, atol=1e-9), (local, t.desired, expected)
+                seen += 1
+    assert seen > 300  # 0.8 s at 500 Hz

@@ -79,7 +79,9 @@ def test_goal_succeeds_with_feedback(sim, client) -> None:
     last = fb[-1].feedback
     assert list(last.joint_names) == ["left_j1", "left_j2"]
     assert len(last.desired.positions) == len(last.actual.positions) == len(last.error.positions) == 2
-    assert getattr(last, "index", 1) == 1  # the field exists from control_msgs 6.3 (Kilted)
+    assert len(last.desired.accelerations) == 2  # the spline's accelerations, as JTC sends
+    if "index" in FollowJointTrajectory.Feedback.get_fields_and_field_types():  # 6.3+ (Kilted)
+        assert last.index == 2  # past the last of 2 points: JTC reports N
 
 
 def test_invalid_goal_is_rejected(sim, client) -> None:
@@ -197,6 +199,7 @@ def test_goals_end_when_the_simulator_closes(sim, client) -> None:
     node = sim()
     get, ex, _ = client
     running = send(get(), ex, make_goal(points=((5.0, (1.0, 1.0)),)))
+    assert running.accepted  # a goal is running while the simulator closes
     node.arms["right"].closing.set()  # as close() does first
     late = send(get("right"), ex, make_goal("right"))
     r = result(ex, late, timeout=5.0)
@@ -206,7 +209,7 @@ def test_goals_end_when_the_simulator_closes(sim, client) -> None:
     node.close()  # with the left goal still running
     assert time.monotonic() - t0 < 10.0
     node.close = lambda: None  # the fixture's close is already done
-    assert running.accepted
+    assert all(t.done.is_set() for t in node.arms["left"].tickets)
 
 
 def test_cancel_before_the_goal_starts_executing_is_kept(sim, client) -> None:
@@ -225,3 +228,20 @@ def test_cancel_before_the_goal_starts_executing_is_kept(sim, client) -> None:
     assert res.status == GoalStatus.STATUS_CANCELED, res.result.error_string
     moved = abs(node.shared.snapshot().arms["left"].positions - start).max()
     assert moved < 1e-3, f"the arm moved {moved} rad"
+
+
+def test_an_accepted_goal_is_not_aborted_for_its_stamp_at_execution(sim, client) -> None:
+    """The goal's end passes between acceptance and execution (a busy controller): JTC checks
+    the stamp only on arrival and then runs the goal (it joins past its end and holds the last
+    point); regression: aborted with -3 at execution."""
+    node = sim(faults={"left": {"pickup_delay_s": 0.4}})
+    get, ex, _ = client
+    goal = make_goal(points=((0.05, (0.3, -0.2)), (0.1, (0.3, -0.2))))
+    now = node.shared.controller_time()
+    stamp = now + 0.05
+    goal.trajectory.header.stamp.sec = int(stamp)
+    goal.trajectory.header.stamp.nanosec = int(round((stamp % 1) * 1e9))
+    handle = send(get(), ex, goal)
+    assert handle.accepted
+    r = result(ex, handle)
+    assert r.status == GoalStatus.STATUS_SUCCEEDED, r.result.error_string

@@ -55,9 +55,11 @@ class SimArmServer:
             tuple(t.joint_names), [duration_s(p.time_from_start) for p in t.points],
             [list(p.positions) for p in t.points], [list(p.velocities) for p in t.points],
             [list(p.accelerations) for p in t.points], time_ns(t.header.stamp) * 1e-9,
-            tuple(ToleranceRequest(x.name, x.position, x.velocity) for x in goal.path_tolerance),
-            tuple(ToleranceRequest(x.name, x.position, x.velocity) for x in goal.goal_tolerance),
-            duration_s(goal.goal_time_tolerance))  # negative = unchecked
+            tuple(ToleranceRequest(x.name, x.position, x.velocity, x.acceleration)
+                  for x in goal.path_tolerance),
+            tuple(ToleranceRequest(x.name, x.position, x.velocity, x.acceleration)
+                  for x in goal.goal_tolerance),
+            duration_s(goal.goal_time_tolerance), [list(p.effort) for p in t.points])
 
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         with self._lock:
@@ -75,10 +77,13 @@ class SimArmServer:
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
 
-    def _check(self, goal):
+    def _check(self, goal, at_execute: bool = False):
+        """The goal checked as JTC does on arrival; ``at_execute`` converts an accepted goal
+        without the time check (JTC never aborts an accepted goal for its stamp)."""
         s = self.config.sim
         hold = self.shared.snapshot().arms[self.arm.name].positions
-        return check_goal(self._request(goal), self.arm.joint_names, self.shared.controller_time(),
+        now = None if at_execute else self.shared.controller_time()
+        return check_goal(self._request(goal), self.arm.joint_names, now,
                           s.tolerances, s.allow_partial_joints_goal,
                           s.allow_nonzero_velocity_at_trajectory_end, hold)
 
@@ -98,15 +103,17 @@ class SimArmServer:
         return CancelResponse.ACCEPT  # always (unless faulted), as joint_trajectory_controller
 
     def _execute(self, goal_handle) -> Result:
+        if self.faults.pickup_delay_s > 0:
+            time.sleep(self.faults.pickup_delay_s)  # the injected fault *is* a blocking delay
         if self.closing.is_set():
             goal_handle.abort()
             return Result(error_code=Result.INVALID_GOAL, error_string="simulator shutting down")
-        reason, goal = self._check(goal_handle.request)
-        if reason:  # became invalid between acceptance and execution (e.g. now in the past)
+        reason, goal = self._check(goal_handle.request, at_execute=True)
+        if reason:  # cannot happen: the same checks passed at acceptance
             goal_handle.abort()
-            return Result(error_code=Result.OLD_HEADER_TIMESTAMP, error_string=reason)
-        if self.faults.pickup_delay_s > 0:
-            time.sleep(self.faults.pickup_delay_s)  # the injected fault *is* a blocking delay
+            return Result(error_code=Result.INVALID_GOAL, error_string=reason)
+        if goal.tolerance_warning:
+            self.node.get_logger().warning(f"{self.arm.name}: {goal.tolerance_warning}")
         ticket = self.controller.submit(goal)
         key = bytes(goal_handle.goal_id.uuid)
         with self._lock:  # a cancel that came before this point was kept: apply it now
@@ -151,7 +158,8 @@ class SimArmServer:
             fb.header.stamp = stamp_msg(ticket.time)
             fb.joint_names = list(self.arm.joint_names)
             fb.desired = JointTrajectoryPoint(positions=ticket.desired.tolist(),
-                                              velocities=ticket.desired_velocity.tolist())
+                                              velocities=ticket.desired_velocity.tolist(),
+                                              accelerations=ticket.desired_acceleration.tolist())
             fb.actual = JointTrajectoryPoint(positions=ticket.actual.tolist(),
                                              velocities=ticket.actual_velocity.tolist())
             fb.error = JointTrajectoryPoint(

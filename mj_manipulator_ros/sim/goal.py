@@ -23,11 +23,14 @@ PREEMPTED_MESSAGE = "Current goal preempted by new incoming action."
 
 @dataclass(frozen=True)
 class ToleranceRequest:
-    """One JointTolerance as sent (0 = use the default, -1 = unchecked)."""
+    """One JointTolerance as sent (> 0 a tolerance, 0 = use the default, -1 = unchecked; any
+    other negative value is illegal: joint_trajectory_controller then reverts *every* tolerance
+    of the goal to its defaults)."""
 
     name: str
     position: float = 0.0
     velocity: float = 0.0
+    acceleration: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class GoalRequest:
     stamp_s: float                     # header.stamp, s; 0 = start at the next control cycle
     path_tolerance: tuple[ToleranceRequest, ...] = ()
     goal_tolerance: tuple[ToleranceRequest, ...] = ()
-    goal_time_tolerance: float = 0.0   # 0 = default, negative = unchecked
+    goal_time_tolerance: float = 0.0   # 0 = default, -1 = unchecked, other negative = illegal
+    efforts: Sequence[Sequence[float]] = ()  # per point; joint_trajectory_controller rejects any
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class ControllerGoal:
     trajectory: ArmTrajectory
     start_time: Optional[float]   # controller clock, s; None = next control cycle
     tolerances: Tolerances
+    tolerance_warning: str = ""   # why the goal's tolerances were reverted to the defaults
 
 
 @dataclass
@@ -85,6 +90,7 @@ class GoalTicket:
     index: int = 0
     desired: Optional[np.ndarray] = None
     desired_velocity: Optional[np.ndarray] = None
+    desired_acceleration: Optional[np.ndarray] = None
     actual: Optional[np.ndarray] = None
     actual_velocity: Optional[np.ndarray] = None
     # statistics
@@ -94,19 +100,54 @@ class GoalTicket:
     final_error: Optional[float] = None
 
 
-def _effective(requests: Sequence[ToleranceRequest], joints: Sequence[str], attr: str,
-               default: float) -> np.ndarray:
-    """Per joint: request > 0 -> it; 0 or absent -> default (0 default = unchecked); < 0 -> unchecked."""
-    out = np.full(len(joints), default if default > 0 else np.inf)
-    for r in requests:
-        if r.name in joints:
-            v = getattr(r, attr)
-            k = joints.index(r.name)
-            out[k] = v if v > 0 else (np.inf if v < 0 else out[k])
-    return out
+#: the one negative tolerance value that means "unchecked" (JTC's ERASE_VALUE)
+ERASE = -1.0
 
 
-def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: float, defaults,
+def _resolve(value: float, default: float) -> Optional[float]:
+    """JTC's rule for one value: > 0 -> it; -1 -> unchecked (inf); 0 -> the default (a default
+    of 0 is unchecked); any other negative -> None (illegal)."""
+    if value > 0:
+        return value
+    if abs(value - ERASE) < 1e-12:
+        return math.inf
+    if value < 0:
+        return None
+    return default if default > 0 else math.inf
+
+
+def _tolerances(req: "GoalRequest", joints: Sequence[str], defaults) -> tuple[Tolerances, str]:
+    """The goal's effective tolerances, and a warning when JTC would revert them all to the
+    defaults (a tolerance for an unknown joint, or an illegal negative value)."""
+    def default_row(value: float) -> np.ndarray:
+        return np.full(len(joints), value if value > 0 else math.inf)
+    base = Tolerances(default_row(defaults.path_position), default_row(defaults.path_velocity),
+                      default_row(defaults.goal_position), default_row(defaults.goal_velocity),
+                      defaults.goal_time if defaults.goal_time > 0 else math.inf)
+    goal_time = _resolve(req.goal_time_tolerance, defaults.goal_time)
+    if goal_time is None:
+        return base, f"illegal goal_time_tolerance {req.goal_time_tolerance}: using the defaults"
+    rows = {"path_position": base.path_position.copy(), "path_velocity": base.path_velocity.copy(),
+            "goal_position": base.goal_position.copy(), "goal_velocity": base.goal_velocity.copy()}
+    for kind, requests in (("path", req.path_tolerance), ("goal", req.goal_tolerance)):
+        for r in requests:
+            if r.name not in joints:
+                return base, f"{kind} tolerance for unknown joint {r.name!r}: using the defaults"
+            k = list(joints).index(r.name)
+            for attr in ("position", "velocity"):
+                value = _resolve(getattr(r, attr), rows[f"{kind}_{attr}"][k])
+                if value is None:
+                    return base, (f"illegal {attr} {kind} tolerance {getattr(r, attr)} for joint "
+                                  f"{r.name!r}: using the defaults")
+                rows[f"{kind}_{attr}"][k] = value
+            if _resolve(r.acceleration, 0.0) is None:
+                return base, (f"illegal acceleration {kind} tolerance {r.acceleration} for joint "
+                              f"{r.name!r}: using the defaults")
+    return Tolerances(rows["path_position"], rows["path_velocity"], rows["goal_position"],
+                      rows["goal_velocity"], goal_time), ""
+
+
+def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: Optional[float], defaults,
                allow_partial: bool = False, allow_nonzero_end_velocity: bool = False,
                hold_positions: Optional[np.ndarray] = None) -> tuple[Optional[str], Optional[ControllerGoal]]:
     """Check a goal like joint_trajectory_controller. Returns (reason, None) to reject, or
@@ -115,14 +156,17 @@ def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: float, defaults
     Args:
         req: the goal.
         arm_joints: the controller's joints, in its order.
-        now: controller clock, s.
+        now: controller clock, s; None skips the "ends in the past" check (JTC makes it when
+            the goal arrives, never again when the accepted goal starts executing).
         defaults: a ToleranceDefaults (sim_config).
         hold_positions: current positions (J,), used for joints a partial goal leaves out.
     """
     arm_joints = list(arm_joints)
     names = list(req.joint_names)
+    if not names:
+        return "empty joint names on the incoming trajectory", None
     dup = sorted({j for j in names if names.count(j) > 1})
-    if dup:
+    if dup:  # deliberate difference (docs/simulator.md): JTC does not check duplicates
         return f"duplicate joint(s) {dup} in the goal", None
     unknown = [j for j in names if j not in arm_joints]
     if unknown:
@@ -134,15 +178,22 @@ def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: float, defaults
     if n == 0:
         return "the trajectory has no points", None
     times = np.asarray(req.times, dtype=float)
-    if times[0] < 0 or np.any(np.diff(times) <= 0):
-        bad = 0 if times[0] < 0 else int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1
+    if np.any(np.diff(times) <= 0):  # as JTC: the first time may be negative
+        bad = int(np.flatnonzero(np.diff(times) <= 0)[0]) + 1
         return f"time_from_start of point {bad} ({times[bad]} s) is not strictly increasing", None
+    if any(len(e) for e in req.efforts):
+        return "trajectories with effort fields are not supported", None
     for what, rows, required in (("positions", req.positions, True),
                                  ("velocities", req.velocities, False),
                                  ("accelerations", req.accelerations, False)):
         sizes = [len(r) for r in rows]
         if not required and all(s == 0 for s in sizes):
             continue
+        if not required and any(s == 0 for s in sizes):
+            # deliberate difference (docs/simulator.md): JTC takes them point by point
+            without = [i for i, s in enumerate(sizes) if s == 0]
+            return (f"{what} on only some points (none at points {without[:5]}); this simulator "
+                    "interpolates one kind of spline per trajectory"), None
         for i, s in enumerate(sizes):
             if s != len(names):
                 return f"point {i}: {what} has {s} values, expected {len(names)}", None
@@ -150,7 +201,7 @@ def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: float, defaults
     vel = np.asarray(req.velocities, dtype=float) if any(len(r) for r in req.velocities) else None
     acc = np.asarray(req.accelerations, dtype=float) if any(len(r) for r in req.accelerations) else None
     for what, a in (("positions", pos), ("velocities", vel), ("accelerations", acc)):
-        if a is not None and not np.all(np.isfinite(a)):
+        if a is not None and not np.all(np.isfinite(a)):  # deliberate difference: JTC takes them
             return f"{what} contain non-finite values", None
     if vel is not None and not allow_nonzero_end_velocity:
         moving = np.flatnonzero(np.abs(vel[-1]) > FINAL_VELOCITY_EPS)
@@ -158,7 +209,7 @@ def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: float, defaults
             j = int(moving[0])
             return (f"final velocity of {names[j]} is {vel[-1, j]}; the trajectory must end at "
                     "rest", None)
-    if req.stamp_s > 0 and req.stamp_s + times[-1] < now:
+    if now is not None and req.stamp_s > 0 and req.stamp_s + times[-1] < now:
         return (f"trajectory ends in the past (stamp {req.stamp_s:.3f} s + {times[-1]:.3f} s < "
                 f"now {now:.3f} s)", None)
 
@@ -172,13 +223,5 @@ def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: float, defaults
             out[:, k] = a[:, src] if src >= 0 else (hold_positions[k] if a is pos else 0.0)
         return out
     traj = ArmTrajectory(tuple(arm_joints), times, reorder(pos), reorder(vel), reorder(acc))
-    gtt = req.goal_time_tolerance
-    goal_time = (math.inf if gtt < 0 else gtt) if gtt != 0 else (
-        defaults.goal_time if defaults.goal_time > 0 else math.inf)
-    tol = Tolerances(
-        _effective(req.path_tolerance, arm_joints, "position", defaults.path_position),
-        _effective(req.path_tolerance, arm_joints, "velocity", defaults.path_velocity),
-        _effective(req.goal_tolerance, arm_joints, "position", defaults.goal_position),
-        _effective(req.goal_tolerance, arm_joints, "velocity", defaults.goal_velocity),
-        goal_time)
-    return None, ControllerGoal(traj, req.stamp_s if req.stamp_s > 0 else None, tol)
+    tol, warning = _tolerances(req, arm_joints, defaults)
+    return None, ControllerGoal(traj, req.stamp_s if req.stamp_s > 0 else None, tol, warning)

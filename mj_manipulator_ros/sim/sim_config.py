@@ -54,7 +54,8 @@ class ToleranceDefaults:
     path_position: float = field(default=0.0, metadata={"doc": "rad/m; 0 = unchecked", "min": 0.0})
     path_velocity: float = field(default=0.0, metadata={"doc": "per s; 0 = unchecked", "min": 0.0})
     goal_position: float = field(default=0.05, metadata={"doc": "rad/m; 0 = unchecked", "min": 0.0})
-    goal_velocity: float = field(default=0.0, metadata={"doc": "per s; 0 = unchecked", "min": 0.0})
+    goal_velocity: float = field(default=0.01, metadata={
+        "doc": "per s; 0 = unchecked (JTC's stopped_velocity_tolerance, default 0.01)", "min": 0.0})
     goal_time: float = field(default=1.0, metadata={
         "doc": "s after the end to reach goal tolerance; 0 = wait forever", "min": 0.0})
 

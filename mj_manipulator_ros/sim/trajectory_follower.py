@@ -91,15 +91,14 @@ class TrajectoryFollower:
         end = self._start + traj.duration
         first = self._start + traj.times[0]
         if self.faults.stall:
-            desired, desired_v = self._ref0, np.zeros_like(q)
+            desired, desired_v, desired_a = self._ref0, np.zeros_like(q), np.zeros_like(q)
         elif self._pre is not None and now < first:
             c, t0, _ = self._pre
-            p, v, _ = evaluate(c, now - t0)
-            desired, desired_v = p, v
+            desired, desired_v, desired_a = evaluate(c, now - t0)
         else:
-            p, v, _ = sample(traj, [now - self._start])
-            desired, desired_v = p[0], v[0]
-        self._record(t, now, desired, desired_v, q, qd, traj)
+            p, v, a = sample(traj, [now - self._start])
+            desired, desired_v, desired_a = p[0], v[0], a[0]
+        self._record(t, now, desired, desired_v, desired_a, q, qd, traj)
 
         if self.faults.abort_after_s is not None and now >= self._start + self.faults.abort_after_s:
             self._hold = q.copy()
@@ -147,13 +146,14 @@ class TrajectoryFollower:
         self._ref0 = q.copy()  # what a stalled arm holds
         ticket.started_at = self._start
 
-    def _record(self, t: GoalTicket, now, desired, desired_v, q, qd, traj) -> None:
+    def _record(self, t: GoalTicket, now, desired, desired_v, desired_a, q, qd, traj) -> None:
         err = float(np.max(np.abs(q - desired))) if q.size else 0.0
-        index = int(np.clip(np.searchsorted(traj.times, now - self._start, side="right"), 0,
-                            traj.times.size - 1))
+        # as JTC: the index of the segment's end point (0 before the first point, N after the last)
+        index = int(np.searchsorted(traj.times, now - self._start, side="right"))
         with t.lock:
             t.time, t.index = now, index
             t.desired, t.desired_velocity = desired.copy(), desired_v.copy()
+            t.desired_acceleration = np.array(desired_a, dtype=float)
             t.actual, t.actual_velocity = q.copy(), qd.copy()
             t.max_tracking_error = max(t.max_tracking_error, err)
             if t.motion_onset is None and now >= self._start + traj.times[0] and \
