@@ -84,9 +84,10 @@ class ExecutionSettings:
     timeout_margin_s: float = field(default=2.0, metadata={
         "doc": "added to the scaled duration for the execution timeout", "min": 0.0})
     feedback_timeout_s: float = field(default=0.5, metadata={
-        "doc": "an accepted goal whose controller sends no feedback for this long fails "
-               "(`feedback_timeout`): the controller is presumed dead. joint_trajectory_controller "
-               "sends feedback at its `action_monitor_rate` (20 Hz default); 0 disables",
+        "doc": "liveness watch, armed by a goal's first feedback: feedback silent for "
+               "max(this, 5 x its observed period) sends a probe (a CancelGoal for an unknown "
+               "goal id); no answer within this long fails the execution (`feedback_timeout`). "
+               "A server that never sends feedback is never failed for silence; 0 disables",
         "min": 0.0})
     cancel_wait_s: float = field(default=2.0, metadata={
         "doc": "wait for each cancel response, then again for each final result", "min": 0.0})
