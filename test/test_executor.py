@@ -137,13 +137,15 @@ def test_feedback_pause_on_a_live_controller_is_not_a_failure(run) -> None:
 def test_hung_controller_times_out_and_stops_every_arm(run) -> None:
     """A controller that accepts and then never reports anything is caught by the result
     deadline (it is alive: it answers probes and stays in the graph)."""
-    report, ctl = run({"left": "silent", "right": "never_finish"}, duration=0.5,
+    report, ctl = run({"left": "silent", "right": "succeed"}, duration=0.5,
                       timeout_scaling=1.0, timeout_margin_s=0.5)
     f = report.first_failure
     assert f.arm == "left" and f.reason is FailureReason.TIMEOUT, report.summary()
-    for arm in ("left", "right"):
-        assert report.arms[arm].status is ArmStatus.CANCELED and report.arms[arm].stop_confirmed
-        assert ctl[arm].cancel_requests == 1
+    left = report.arms["left"]
+    assert left.status is ArmStatus.CANCELED and left.stop_confirmed
+    assert ctl["left"].cancel_requests == 1
+    assert left.cancel_requested_at >= report.start_stamp + 1.0  # at the deadline, not before
+    assert report.arms["right"].status is ArmStatus.SUCCEEDED  # it finished before the deadline
 
 
 def test_late_acceptance_fails_and_cancels(run) -> None:

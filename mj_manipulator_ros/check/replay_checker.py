@@ -41,6 +41,7 @@ import numpy as np
 from mj_manipulator_ros.model.arm_binding import ArmBinding
 from mj_manipulator_ros.model.reach import reach_matrix
 from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.check.band import check_band
 from mj_manipulator_ros.check.report import PairHit, ReplayReport
 from mj_manipulator_ros.check.timeline import ReplayMode, Timeline, build_timeline
 from mj_manipulator_ros.core.errors import UnsupportedMujocoError
@@ -250,12 +251,22 @@ class PlanReplayChecker:
               dt: Optional[float] = None, continuous: bool = True,
               skews: Optional[Mapping[str, float]] = None, every: int = 1,
               timeline: Optional[Timeline] = None,
-              progress: Optional[Callable[[int, int], None]] = None) -> ReplayReport:
+              progress: Optional[Callable[[int, int], None]] = None,
+              skew: Optional[float] = None) -> ReplayReport:
         """Replay and check. Give a ``plan`` (with ``mode``/``dt``/``skews``) or a ready
         ``timeline`` (e.g. from a recording, with mode ``recorded``).
 
         Thread-safe: the checker's MjData has one owner at a time (concurrent checks wait)."""
         with self._lock:
+            if ReplayMode(mode) is ReplayMode.BAND:
+                if plan is None or skew is None:
+                    raise ValueError("the band replay needs a plan and a skew (s)")
+                self.model, self.data, self._reach_now = self._models["near"]
+                overflow_before = self.overflow_states
+                report = check_band(self, plan, skew)
+                overflow = self.overflow_states - overflow_before
+                return dataclasses.replace(report, contact_overflow_states=overflow) \
+                    if overflow else report
             return self._check(plan, mode, dt, continuous, skews, every, timeline, progress)
 
     def _check(self, plan, mode, dt, continuous, skews, every, timeline, progress) -> ReplayReport:

@@ -52,6 +52,8 @@ class ReplayReport:
     margin: float = 0.005
     horizon: float = 0.10
     worst_time: Optional[float] = None
+    skew: Optional[float] = None            # band mode: the widest |t1 - t2| covered, s
+    band_collision: Optional[Mapping] = None  # band mode: {"arms": [a, b], "t1", "t2"} first found
     times: np.ndarray = field(default=None, repr=False, compare=False)
     clearance_traces: Mapping[str, np.ndarray] = field(default=None, repr=False, compare=False)
 
@@ -70,7 +72,8 @@ class ReplayReport:
                 "uncertified_intervals": self.uncertified_intervals,
                 "extra_states_checked": self.extra_states_checked,
                 "contact_overflow_states": self.contact_overflow_states,
-                "margin": self.margin, "horizon": self.horizon, "worst_time": self.worst_time}
+                "margin": self.margin, "horizon": self.horizon, "worst_time": self.worst_time,
+                "skew": self.skew, "band_collision": self.band_collision}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -82,7 +85,13 @@ class ReplayReport:
             head += (f"; between states: {self.between_state_collisions} collisions, "
                      f"{self.uncertified_intervals} uncertified intervals, "
                      f"{self.extra_states_checked} extra states checked")
+        if self.skew is not None:
+            head += f"; band |t1 - t2| <= {self.skew * 1e3:.0f} ms"
         lines = [head]
+        if self.band_collision is not None:
+            b = self.band_collision
+            lines.append(f"  {b['arms'][0]} at plan time {b['t1']:.3f} s and {b['arms'][1]} at "
+                         f"{b['t2']:.3f} s collide")
         if self.contact_overflow_states:
             lines.append(f"  WARNING: the contact buffer filled up in {self.contact_overflow_states} "
                          "checked states (contacts dropped; raise <size memory>): not certified")

@@ -31,6 +31,7 @@ class ReplayMode(str, enum.Enum):
     SEQUENTIAL = "sequential"
     SKEWED = "skewed"
     RECORDED = "recorded"
+    BAND = "band"            # every pair of arms at plan times within a skew (check/band.py)
 
 
 #: Resolution (s) of the dense velocity profile behind :meth:`Timeline.speed_bound`.
@@ -70,7 +71,7 @@ class Timeline:
                 lambda ta, tb: {**speed_bound(ta, tb), **{a: np.zeros_like(q) for a, q in holds.items()}}))
 
 
-class _PlanMotion:
+class PlanMotion:
     """pose_at / speed_bound of a plan whose arms start at given times.
 
     The speed bound is rigorous given the sampling: every instant lies within ``step`` of a
@@ -131,6 +132,8 @@ def build_timeline(plan: MultiArmPlan, mode: ReplayMode | str, dt: Optional[floa
     arms = list(order or plan.arm_names)
     if mode is ReplayMode.RECORDED:
         raise PlanError("recorded replay takes a recording: use timeline_from_recording()")
+    if mode is ReplayMode.BAND:
+        raise PlanError("the band replay is not a timeline: use PlanReplayChecker.check(mode='band')")
     if mode is ReplayMode.SYNCHRONIZED:
         starts = {a: 0.0 for a in arms}
     elif mode is ReplayMode.SEQUENTIAL:
@@ -153,7 +156,7 @@ def build_timeline(plan: MultiArmPlan, mode: ReplayMode | str, dt: Optional[floa
     else:
         times = _grid(plan, dt, end)
     positions = {a: sample(plan[a], times - starts[a])[0] for a in arms}
-    motion = _PlanMotion(plan, starts, end)
+    motion = PlanMotion(plan, starts, end)
     return Timeline(times, positions, motion.pose_at, motion.speed_bound)
 
 

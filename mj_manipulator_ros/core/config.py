@@ -40,6 +40,9 @@ class JointLimit:
     lower: Optional[float] = field(default=None, metadata={"doc": "lowest position, rad or m"})
     upper: Optional[float] = field(default=None, metadata={"doc": "highest position, rad or m"})
     velocity: Optional[float] = field(default=None, metadata={"doc": "speed limit, per s", "min": 0.0})
+    acceleration: Optional[float] = field(default=None, metadata={
+        "doc": "acceleration limit, per s^2 (checked on the spline the controller runs)",
+        "min": 0.0})
 
 
 @dataclass(frozen=True)

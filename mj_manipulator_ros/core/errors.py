@@ -67,6 +67,15 @@ class VelocityLimitError(PlanError):
     """A velocity (given or by finite difference) exceeds the joint's velocity limit."""
 
 
+class SplineLimitError(PlanError):
+    """Between two waypoints, the spline the controller runs exceeds a velocity or acceleration
+    limit. ``speed_factor`` is the largest time-scaling factor at which this segment passes."""
+
+    def __init__(self, message: str, *, speed_factor: float, **where) -> None:
+        super().__init__(message, **where)
+        self.speed_factor = speed_factor
+
+
 class FinalVelocityError(PlanError):
     """The last point's velocity is not zero (joint_trajectory_controller rejects it)."""
 

@@ -25,8 +25,10 @@ from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import (
     EmptyTrajectoryError, FinalVelocityError, JointLimitError, JointMismatchError,
     NonFiniteValueError, PlanError, TimeGridMismatchError, TimeNotIncreasingError,
-    UnknownArmError, UnresolvedLimitsError, VelocityLimitError)
+    SplineLimitError, UnknownArmError, UnresolvedLimitsError, VelocityLimitError)
+from mj_manipulator_ros.core.interpolation import interpolation_of
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.spline_peaks import segment_peaks
 
 #: joint_trajectory_controller rejects a final velocity above float epsilon.
 FINAL_VELOCITY_EPS = float(np.finfo(np.float32).eps)
@@ -59,6 +61,10 @@ def validate_plan(plan: MultiArmPlan, config: ExecutorConfig) -> None:
         first = problems[0]
         if len(problems) > 1:
             first.args = (f"{first.args[0]} (and {len(problems) - 1} more problem(s))",)
+        spline = [p.speed_factor for p in problems if isinstance(p, SplineLimitError)]
+        if spline:
+            first.args = (f"{first.args[0]}; the whole plan passes the spline limits at a speed "
+                          f"factor of {min(spline):.3g} or less (time_scaled / --speed)",)
         raise first
 
 
@@ -147,6 +153,7 @@ def _arm_problems(arm: str, t: ArmTrajectory, config: ExecutorConfig) -> list[Pl
                         f"{fd[i - 1]:.6g}, above the limit {vmax:.6g}; slow the plan down "
                         "(time_scaled) or re-time it", arm=arm, index=i, joint=joint,
                         value=float(fd[i - 1])))
+    problems.extend(_spline_problems(arm, t, cfg))
     if t.velocities is not None:
         last = t.velocities[-1]
         moving = np.flatnonzero(np.abs(last) > FINAL_VELOCITY_EPS)
@@ -156,6 +163,33 @@ def _arm_problems(arm: str, t: ArmTrajectory, config: ExecutorConfig) -> list[Pl
                 f"final velocity is {last[j]:.6g}; expected 0 (the controller rejects a "
                 "trajectory that ends moving)", arm=arm, index=n - 1, joint=t.joint_names[j],
                 value=float(last[j])))
+    return problems
+
+
+def _spline_problems(arm: str, t: ArmTrajectory, cfg) -> list[PlanError]:
+    """The executed reference between waypoints (JTC's spline) against velocity and
+    acceleration limits: the first violating segment per joint and limit."""
+    limits = [cfg.joint_limits.get(j) for j in t.joint_names]
+    vmax = np.array([limit_or_inf(lim, "velocity") if lim else np.inf for lim in limits])
+    amax = np.array([lim.acceleration if lim and lim.acceleration is not None else np.inf
+                     for lim in limits])
+    if t.times.size < 2 or not (np.isfinite(vmax).any() or np.isfinite(amax).any()):
+        return []
+    peaks = segment_peaks(t)
+    kind = interpolation_of(t).value
+    problems: list[PlanError] = []
+    for what, peak, limit, root in (("velocity", peaks.velocity, vmax, 1.0),
+                                    ("acceleration", peaks.acceleration, amax, 0.5)):
+        over = peak > limit[None, :] * (1 + 1e-9)
+        for j in np.flatnonzero(over.any(axis=0)):
+            k = int(np.flatnonzero(over[:, j])[0])
+            factor = float((limit[j] / peak[k, j]) ** root)
+            unit = "per s" if what == "velocity" else "per s^2"
+            problems.append(SplineLimitError(
+                f"segment {k}->{k + 1}: the controller's {kind} spline peaks at a {what} of "
+                f"{peak[k, j]:.4g} {unit}, above the limit {limit[j]:.4g}; a speed factor of "
+                f"{factor:.3g} or less passes this segment", speed_factor=factor, arm=arm,
+                index=k, joint=t.joint_names[j], value=float(peak[k, j])))
     return problems
 
 

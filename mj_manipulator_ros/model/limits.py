@@ -49,7 +49,7 @@ def with_model_limits(config: ExecutorConfig) -> ExecutorConfig:
                                   "limits cannot come from it")
             lo, hi = (model.jnt_range[jid] if model.jnt_limited[jid] else (None, None))
             limits[j] = JointLimit(None if lo is None else float(lo), None if hi is None else float(hi),
-                                   None if vmax is None else float(vmax))
+                                   None if vmax is None else float(vmax), None)
         arms.append(dataclasses.replace(arm, joint_limits=limits, limits_from_model=False))
     return dataclasses.replace(config, arms=tuple(arms))
 

@@ -1,0 +1,181 @@
+"""The stop band: every configuration in which two arms are at plan times t1, t2 with
+|t1 - t2| <= skew.
+
+When one arm fails, every peer stops where it is, at a plan time that differs from the failed
+arm's by its stop latency; an arm that lags its peer does the same. Those pairs of
+configurations are not on the synchronized replay's diagonal. Arm-arm contacts are pairwise, so
+pairs of arms suffice: for each pair (A, B) the band {(t, t + d): t in [0, D], |d| <= skew}
+(plan times clamped to [0, D]: an arm before its start or after its end holds) is sampled on the
+plan's grid in t and a grid of step ``delta_step`` in d, and certified between samples like the
+other modes: on a cell [ta, tb] x [da, db] every point lies within (tb - ta)/2 of a corner in
+A's time and within (tb - ta + db - da)/2 in B's, so the cell is clear when its smallest corner
+clearance minus the travel of A and of B over those half-widths (the kinematic-tree bound of
+``model/reach.py``, at the speed bound of each arm's span) is at least the margin; otherwise it
+is split in four, down to ``max_depth``. A cell not certified there counts against the plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import numpy as np
+
+from mj_manipulator_ros.check.timeline import PlanMotion
+from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.plan import MultiArmPlan
+
+#: default step of the skew grid, s
+DELTA_STEP_S = 0.05
+
+
+def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DELTA_STEP_S):
+    """The band replay of ``plan`` on ``checker`` (a PlanReplayChecker, continuous model).
+
+    Returns:
+        A ReplayReport with mode ``band``, ``skew``, and ``band_collision`` (the first colliding
+        pair of plan times, or None).
+    """
+    if not (np.isfinite(skew) and skew >= 0):
+        raise ValueError(f"skew must be a finite number of seconds >= 0, got {skew!r}")
+    arms = checker.arm_names
+    missing = [a for a in arms if a not in plan.arms]
+    if missing:
+        raise ValueError(f"the plan has no trajectory for arm(s) {missing}")
+    duration = plan.duration
+    times = np.asarray(plan[arms[0]].times, dtype=float)
+    n_delta = 1 if skew == 0 else max(2, int(np.ceil(2 * skew / delta_step)) + 1)
+    deltas = np.linspace(-skew, skew, n_delta)
+    motion = PlanMotion(plan, {a: 0.0 for a in arms}, duration)
+    base = {a: sample(plan[a], times)[0] for a in arms}
+    table = {a: _RangeMax(times, motion, a) for a in arms}
+    cache: dict = {}
+
+    def evaluate(a: str, b: str, t: float, d: float):
+        key = (a, b, round(t, 12), round(d, 12))
+        if key not in cache:
+            poses = {x: sample(plan[x], [min(max(t, 0.0), duration)])[0][0] for x in arms}
+            poses[b] = sample(plan[b], [min(max(t + d, 0.0), duration)])[0][0]
+            cache[key] = checker._evaluate(poses)
+        return cache[key]
+
+    def travel(arm: str, ta, tb, half) -> np.ndarray:
+        """Travel bound (m) of ``arm``'s geoms over half-widths ``half`` at its speed bound on
+        [ta, tb] (arrays of cells)."""
+        speed = table[arm].query(np.clip(ta, 0.0, duration), np.clip(tb, 0.0, duration))  # (C, J)
+        return np.max(checker._rho[arm] @ (speed * np.asarray(half)[:, None]).T, axis=0)
+
+    states, state_times, state_clear, between = [], [], [], []
+    uncertified = extra = 0
+    first = None
+    codes = {}
+    for a, b in itertools.combinations(arms, 2):  # d in [-skew, skew] covers both orders
+        i, k = arms.index(a), arms.index(b)
+        code = min(i, k) * (len(arms) + 1) + max(i, k)
+        codes[code] = (a, b)
+        clear = np.empty((times.size, n_delta))
+        hit = np.zeros((times.size, n_delta), dtype=bool)
+        for jd, d in enumerate(deltas):
+            poses = dict(base)
+            poses[b] = sample(plan[b], np.clip(times + d, 0.0, duration))[0]
+            rows = checker._qpos(poses)
+            for it, t in enumerate(times):
+                s = checker._evaluate(rows[it])
+                cache[(a, b, round(float(t), 12), round(float(d), 12))] = s
+                states.append(s)
+                state_times.append(float(t))
+                clear[it, jd] = _clear(s, code, checker)
+                hit[it, jd] = _hit(s, code)
+                state_clear.append((code, clear[it, jd]))
+                if hit[it, jd] and first is None:
+                    first = (a, b, float(t), float(t + d))
+        # certify the grid's cells at once; split only those that fail
+        it, jd = np.meshgrid(np.arange(times.size - 1), np.arange(max(n_delta - 1, 1)), indexing="ij")
+        it, jd = it.ravel(), jd.ravel()
+        jn = np.minimum(jd + 1, n_delta - 1)
+        ta, tb, da, db = times[it], times[it + 1], deltas[jd], deltas[jn]
+        corner_clear = np.minimum.reduce([clear[it, jd], clear[it, jn], clear[it + 1, jd],
+                                          clear[it + 1, jn]])
+        corner_hit = hit[it, jd] | hit[it, jn] | hit[it + 1, jd] | hit[it + 1, jn]
+        bound = travel(a, ta, tb, (tb - ta) / 2) + travel(b, ta + da, tb + db, (tb - ta + db - da) / 2)
+        todo = np.flatnonzero(~corner_hit & (corner_clear - bound < checker.margin))
+        stack = [(float(ta[c]), float(tb[c]), float(da[c]), float(db[c]), 1) for c in todo]
+        if stack and checker.max_depth == 0:
+            uncertified += len(stack)
+            stack = []
+        while stack:
+            ta_, tb_, da_, db_, depth = stack.pop()
+            tm, dm = (ta_ + tb_) / 2, (da_ + db_) / 2
+            new = [(tm, dm), (tm, da_), (tm, db_), (ta_, dm), (tb_, dm)] if db_ > da_ else [(tm, da_)]
+            found = False
+            for t, d in new:
+                key = (a, b, round(t, 12), round(d, 12))
+                fresh = key not in cache
+                s = evaluate(a, b, t, d)
+                extra += fresh
+                if fresh and _hit(s, code):
+                    between.append((t, s))
+                    found = True
+                    if first is None:
+                        first = (a, b, t, t + d)
+            if found:
+                continue  # a collision inside the cell: reported, no need to split further
+            halves = ([(ta_, tm, da_, dm), (tm, tb_, da_, dm), (ta_, tm, dm, db_), (tm, tb_, dm, db_)]
+                      if db_ > da_ else [(ta_, tm, da_, db_), (tm, tb_, da_, db_)])
+            for c_ta, c_tb, c_da, c_db in halves:
+                cs = [evaluate(a, b, t, d) for t, d in ((c_ta, c_da), (c_ta, c_db), (c_tb, c_da),
+                                                        (c_tb, c_db))]
+                worst = min(_clear(c, code, checker) for c in cs)
+                bound = float(travel(a, np.array([c_ta]), np.array([c_tb]), [(c_tb - c_ta) / 2])[0]
+                              + travel(b, np.array([c_ta + c_da]), np.array([c_tb + c_db]),
+                                       [(c_tb - c_ta + c_db - c_da) / 2])[0])
+                if worst - bound >= checker.margin:
+                    continue
+                if depth >= checker.max_depth:
+                    uncertified += 1
+                    continue
+                stack.append((c_ta, c_tb, c_da, c_db, depth + 1))
+    for s in states + [x for _, x in between]:  # other categories are not the band's business
+        s.hits = [h for h in s.hits if h[0] in codes]
+    clearance = {c: np.array([v if cc == c else checker.horizon for cc, v in state_clear])
+                 for c in codes}
+    report = checker._report("band", np.array(state_times), states, clearance, between,
+                             uncertified, extra, True)
+    return replace(report, skew=float(skew), band_collision=None if first is None else {
+        "arms": [first[0], first[1]], "t1": first[2], "t2": first[3]})
+
+
+class _RangeMax:
+    """Upper bounds of an arm's |joint velocity| over any [ta, tb] inside the plan, per joint:
+    the max over the plan intervals it touches of PlanMotion's bound for each interval (a sparse
+    table: O(1) per query, vectorized over queries)."""
+
+    def __init__(self, times: np.ndarray, motion: PlanMotion, arm: str) -> None:
+        self.times = times
+        base = np.array([motion.speed_bound(float(times[i]), float(times[i + 1]))[arm]
+                         for i in range(times.size - 1)]) if times.size > 1 else np.zeros((1, 0))
+        self.levels = [base]
+        while 2 ** len(self.levels) <= base.shape[0]:
+            prev, half = self.levels[-1], 2 ** (len(self.levels) - 1)
+            self.levels.append(np.maximum(prev[:-half], prev[half:]))
+
+    def query(self, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
+        n = self.levels[0].shape[0]
+        lo = np.clip(np.searchsorted(self.times, ta, side="right") - 1, 0, n - 1)
+        hi = np.clip(np.searchsorted(self.times, tb, side="left") - 1, lo, n - 1)  # inclusive
+        span = hi - lo + 1
+        level = np.floor(np.log2(span)).astype(int)
+        out = np.empty((lo.size, self.levels[0].shape[1]))
+        for lv in np.unique(level):
+            m = level == lv
+            table = self.levels[lv]
+            out[m] = np.maximum(table[lo[m]], table[hi[m] - 2 ** lv + 1])
+        return out
+
+
+def _clear(state, code: int, checker) -> float:
+    return min(state.clearance.get(code, checker.horizon), checker.horizon)
+
+
+def _hit(state, code: int) -> bool:
+    return any(h[0] == code for h in state.hits)

@@ -1,0 +1,77 @@
+"""Limits on the reference the controller runs between waypoints (JTC's spline), not only at
+the waypoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from factories import make_config
+from mj_manipulator_ros.core.errors import SplineLimitError
+from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.spline_peaks import segment_peaks
+from mj_manipulator_ros.core.validation import plan_problems, validate_plan
+
+
+def one_arm(times, positions, velocities=None, accelerations=None) -> MultiArmPlan:
+    return MultiArmPlan({"left": ArmTrajectory(("left_j0",), np.asarray(times, float),
+                                               np.asarray(positions, float)[:, None],
+                                               None if velocities is None else np.asarray(velocities, float)[:, None],
+                                               None if accelerations is None else np.asarray(accelerations, float)[:, None])})
+
+
+@pytest.mark.parametrize("quintic, peak", [(False, 3.0), (True, 3.75)])
+def test_a_plan_whose_waypoints_pass_but_whose_spline_does_not(quintic, peak) -> None:
+    """0 -> 2 rad in 1 s from rest to rest: the mean velocity is the 2 rad/s limit (the old
+    checks pass), the cubic peaks at 3.0 and the quintic at 3.75 rad/s."""
+    cfg = make_config(("left",), joints=1, velocity=2.0)
+    cfg = cfg.with_execution()
+    plan = one_arm([0.0, 1.0], [-1.0, 1.0], [0.0, 0.0], [0.0, 0.0] if quintic else None)
+    with pytest.raises(SplineLimitError) as info:
+        validate_plan(plan, cfg)
+    e = info.value
+    assert (e.arm, e.index, e.joint) == ("left", 0, "left_j0")
+    assert e.value == pytest.approx(peak) and e.speed_factor == pytest.approx(2.0 / peak)
+    text = str(e)
+    assert "segment 0->1" in text and ("quintic" if quintic else "cubic") in text
+    assert f"{2.0 / peak:.3g} or less" in text
+    validate_plan(plan.time_scaled(2.0 / peak), cfg)  # the factor it names passes
+
+
+def test_acceleration_limits_use_the_square_root_factor() -> None:
+    from mj_manipulator_ros.core.config import config_from_mapping
+
+    cfg = config_from_mapping({"arms": [{"name": "left", "joint_names": ["left_j0"], "joint_limits": {
+        "left_j0": {"lower": -2, "upper": 2, "velocity": 10.0, "acceleration": 4.0}}}]})
+    # a rest-to-rest quintic over 2 rad in 1 s peaks at 2 x 10/sqrt(3) = 11.55 rad/s^2
+    plan = one_arm([0.0, 1.0], [-1.0, 1.0], [0.0, 0.0], [0.0, 0.0])
+    (problem,) = plan_problems(plan, cfg)
+    assert "acceleration" in str(problem) and problem.value == pytest.approx(20 / np.sqrt(3), rel=1e-6)
+    assert problem.speed_factor == pytest.approx(np.sqrt(4.0 / problem.value))
+    validate_plan(plan.time_scaled(problem.speed_factor), cfg)
+
+
+def test_peaks_equal_a_dense_sampling_of_the_spline() -> None:
+    """Independent reference: the spline sampled every 10 us; random segments of every kind."""
+    rng = np.random.default_rng(4)
+    for kind in ("linear", "cubic", "quintic"):
+        for _ in range(5):
+            t = np.cumsum(np.r_[0.0, rng.uniform(0.05, 0.5, 5)])
+            p = rng.uniform(-1, 1, (6, 3))
+            v = rng.uniform(-2, 2, (6, 3)) if kind != "linear" else None
+            a = rng.uniform(-5, 5, (6, 3)) if kind == "quintic" else None
+            traj = ArmTrajectory(("a", "b", "c"), t, p, v, a)
+            peaks = segment_peaks(traj)
+            for k in range(5):
+                s = np.linspace(t[k], t[k + 1], 20001)[:-1]  # this segment's own samples
+                _, vel, acc = sample(traj, s)
+                truth = np.abs(vel).max(axis=0)
+                if v is not None:  # the segment's own end velocities are the given ones
+                    truth = np.maximum(truth, np.maximum(np.abs(v[k]), np.abs(v[k + 1])))
+                assert np.allclose(peaks.velocity[k], truth, rtol=1e-6, atol=1e-9)
+                if kind != "linear":
+                    assert np.allclose(peaks.acceleration[k], np.abs(acc).max(axis=0), rtol=1e-3,
+                                       atol=1e-6)
+                # never below the sampled truth (an upper-bound check may not underestimate)
+                assert np.all(peaks.velocity[k] >= truth * (1 - 1e-9))
