@@ -25,7 +25,7 @@ def _execute(args: argparse.Namespace) -> int:
     from mj_manipulator_ros.check.preflight import preflight_for
     from mj_manipulator_ros.core import overrides
     from mj_manipulator_ros.core.config import ExecutionSettings
-    from mj_manipulator_ros.core.errors import MjManipulatorError
+    from mj_manipulator_ros.core.errors import MjManipulatorError, PlanError
     from mj_manipulator_ros.core.plan_io import load_plan
     from mj_manipulator_ros.core.sync import INTERRUPTED, CancelScope, FailureReason, interrupts_cancel
     from mj_manipulator_ros.core.validation import validate_plan
@@ -51,8 +51,12 @@ def _execute(args: argparse.Namespace) -> int:
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         try:
-            report = executor.execute(plan, record=args.record, scope=scope)
-        except MjManipulatorError as exc:  # refused by the pre-flight check: nothing was sent
+            report = executor.execute(plan, record=args.record, scope=scope,
+                                      approach=args.approach)
+        except PlanError as exc:  # e.g. not at the plan's start: nothing was sent
+            print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except MjManipulatorError as exc:  # refused (pre-flight, clocks): nothing was sent
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
             return EXIT_FAILED
         finally:
@@ -103,15 +107,23 @@ def _check_plan(args: argparse.Namespace) -> int:
 
     try:
         config = load_config_with_model(args.config)
-        skews = {}
-        for item in args.skew:
+        skews, band = {}, None
+        if args.mode == "band":
+            if len(args.skew) != 1:
+                raise MjManipulatorError("--mode band needs one --skew SECONDS (the widest "
+                                         "plan-time difference between two arms)")
+            try:
+                band = float(args.skew[0])
+            except ValueError:
+                raise MjManipulatorError(f"--skew {args.skew[0]!r}: expected SECONDS") from None
+        for item in args.skew if args.mode != "band" else ():
             arm, _, value = item.partition("=")
             try:
                 skews[arm] = float(value)
             except ValueError:
                 raise MjManipulatorError(f"--skew {item!r}: expected ARM=SECONDS") from None
         if skews and args.mode != "skewed":
-            raise MjManipulatorError("--skew needs --mode skewed")
+            raise MjManipulatorError("--skew ARM=S needs --mode skewed")
         if args.every < 1:
             raise MjManipulatorError(f"--every must be >= 1, got {args.every}")
         checker = scene_checker(config, margin=args.margin, arm_env=args.arm_env,
@@ -124,7 +136,7 @@ def _check_plan(args: argparse.Namespace) -> int:
             plan = load_plan(args.plan)
             validate_plan(plan, config)
         report = checker.check(plan, mode=args.mode, dt=args.dt, continuous=not args.discrete,
-                               skews=skews, every=args.every, timeline=timeline)
+                               skews=skews, every=args.every, timeline=timeline, skew=band)
     except (MjManipulatorError, ValueError, OSError) as exc:
         print(f"mj-manipulator-ros check-plan: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -190,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, help="speed factor, e.g. 0.1 for 10 %% speed")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--record", help="write /joint_states during the execution to this file")
+    p.add_argument("--approach", action="store_true",
+                   help="if an arm is not at the plan's start, first move it there (slowly, "
+                        "synchronized, replay-checked)")
     overrides.add_arguments(p, ExecutionSettings)
     p.set_defaults(func=_execute)
 
@@ -197,9 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan", help="plan file, or a joint-state recording with --mode recorded")
     p.add_argument("--config", required=True, help="configuration with arms and scene")
     p.add_argument("--mode", default="synchronized",
-                   choices=["synchronized", "sequential", "skewed", "recorded"])
-    p.add_argument("--skew", action="append", default=[], metavar="ARM=S",
-                   help="with --mode skewed: ARM starts S seconds late (repeatable)")
+                   choices=["synchronized", "sequential", "skewed", "recorded", "band"])
+    p.add_argument("--skew", action="append", default=[], metavar="ARM=S | S",
+                   help="--mode skewed: ARM starts S seconds late (repeatable); --mode band: "
+                        "every pair of arms up to S seconds apart in plan time")
     p.add_argument("--every", type=int, default=1, help="check every K-th state")
     p.add_argument("--dt", type=float, help="check on a uniform grid of this step (s)")
     p.add_argument("--discrete", action="store_true", help="skip the between-states check")

@@ -14,7 +14,10 @@ def make_config(arms=("left", "right"), joints: int = 3, velocity: float = 10.0,
                   "joint_limits": {f"{a}_j{k}": {"lower": -2.0, "upper": 2.0, "velocity": velocity}
                                    for k in range(joints)}}
                  for a in arms],
-        "execution": {"server_wait_s": 5.0, "cancel_wait_s": 2.0, **execution},
+        # scripted controllers publish no joint states: the start-state and clock checks are
+        # off here (tests of those checks run against the simulator, which publishes them)
+        "execution": {"server_wait_s": 5.0, "cancel_wait_s": 2.0, "start_tolerance_rad": 0.0,
+                      "max_clock_offset_s": 0.0, **execution},
     })
 
 

@@ -23,7 +23,9 @@ def write_inputs(tmp_path: Path, duration: float, arms=("left", "right")) -> tup
                         "action": f"/cli_{a}/follow_joint_trajectory",
                         "joint_limits": {f"{a}_j{k}": {"lower": -2, "upper": 2, "velocity": 5}
                                          for k in range(3)}} for a in arms],
-              "execution": {"server_wait_s": 15.0, "start_lead_s": 0.3}}
+              # scripted controllers publish no joint states: no start-state or clock check
+              "execution": {"server_wait_s": 15.0, "start_lead_s": 0.3, "start_tolerance_rad": 0.0,
+                            "max_clock_offset_s": 0.0}}
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
     plan = tmp_path / "plan.yaml"

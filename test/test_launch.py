@@ -109,7 +109,7 @@ def test_docs_table_is_generated_from_the_fields() -> None:
 
     table = overrides.settings_table(ExecutionSettings, "`execution` key")
     assert table in (ROOT / "docs/files.md").read_text(), \
-        "docs/files.md's execution table is stale: paste overrides.settings_table(ExecutionSettings)"
+        "docs/files.md's execution table is stale: run tools/settings_tables.py"
 
 
 def test_real_mode_nodes() -> None:

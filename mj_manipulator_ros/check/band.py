@@ -88,7 +88,7 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
                 hit[it, jd] = _hit(s, code)
                 state_clear.append((code, clear[it, jd]))
                 if hit[it, jd] and first is None:
-                    first = (a, b, float(t), float(t + d))
+                    first = (a, b, float(t), float(min(max(t + d, 0.0), duration)))
         # certify the grid's cells at once; split only those that fail
         it, jd = np.meshgrid(np.arange(times.size - 1), np.arange(max(n_delta - 1, 1)), indexing="ij")
         it, jd = it.ravel(), jd.ravel()
@@ -117,7 +117,7 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
                     between.append((t, s))
                     found = True
                     if first is None:
-                        first = (a, b, t, t + d)
+                        first = (a, b, t, min(max(t + d, 0.0), duration))
             if found:
                 continue  # a collision inside the cell: reported, no need to split further
             halves = ([(ta_, tm, da_, dm), (tm, tb_, da_, dm), (ta_, tm, dm, db_), (tm, tb_, dm, db_)]

@@ -26,21 +26,30 @@ class PlanRefused(ExecutionRefusedError):
     """The pre-flight replay found a collision; ``report`` has the details."""
 
     def __init__(self, report: ReplayReport) -> None:
-        super().__init__("pre-flight check refused the plan (nothing was sent): it collides "
-                         "when replayed synchronized\n" + report.summary())
+        how = (f"with the arms up to {report.skew * 1e3:.0f} ms apart in plan time (a stop "
+               "band)" if report.mode == "band" else "synchronized")
+        super().__init__(f"pre-flight check refused the plan (nothing was sent): it collides "
+                         f"when replayed {how}\n" + report.summary())
         self.report = report
 
 
 class PreflightCheck:
-    """Callable gate for :class:`MultiArmExecutor`: builds the checker once, checks each plan."""
+    """Callable gate for :class:`MultiArmExecutor`: builds the checker once, then certifies each
+    plan synchronized and, with ``stop_skew_s`` > 0, in the stop band (every pair of arms up to
+    that far apart in plan time: where arms that stop at different times end up)."""
 
     def __init__(self, config: ExecutorConfig, **kwargs) -> None:
         self.checker = scene_checker(config, **kwargs)
+        self.stop_skew_s = config.execution.stop_skew_s
 
     def __call__(self, plan: MultiArmPlan) -> ReplayReport:
         report = self.checker.check(plan, mode="synchronized", continuous=True)
         if not report.collision_free:
             raise PlanRefused(report)
+        if self.stop_skew_s > 0 and len(plan.arm_names) > 1:
+            band = self.checker.check(plan, mode="band", skew=self.stop_skew_s)
+            if not band.collision_free:
+                raise PlanRefused(band)
         return report
 
 

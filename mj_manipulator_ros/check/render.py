@@ -71,7 +71,13 @@ def render_worst(checker: PlanReplayChecker, report: ReplayReport, plan, path: P
     """The worst state of a report: deepest collision, or the closest approach."""
     if report.worst_time is None:
         raise ValueError("the report has no worst state (nothing within the horizon)")
-    poses = checker.poses_at(plan, report.worst_time, report.mode, skews)
+    if report.mode == "band":  # the first colliding pair of plan times (else the diagonal)
+        b = report.band_collision
+        poses = checker.poses_at(plan, b["t1"] if b else report.worst_time, "synchronized")
+        if b:
+            poses[b["arms"][1]] = checker.poses_at(plan, b["t2"], "synchronized")[b["arms"][1]]
+    else:
+        poses = checker.poses_at(plan, report.worst_time, report.mode, skews)
     at = [p for p in report.pairs if abs(p.first_time - report.worst_time) < 1e-9] or list(report.pairs)
     geoms = tuple(g for p in at[:8] for g in p.geoms)
     depth = max((p.max_penetration for p in report.pairs), default=0.0)

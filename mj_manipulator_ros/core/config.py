@@ -54,6 +54,12 @@ class ArmConfig:
     joint_limits: Mapping[str, JointLimit] = field(default_factory=dict)
     max_velocity: Optional[float] = field(default=None, metadata={
         "doc": "with joint_limits: from_model, the velocity limit of every joint", "min": 0.0})
+    joint_states_topic: str = field(default="/joint_states", metadata={
+        "doc": "sensor_msgs/JointState topic carrying this arm's joints (any subset per "
+               "message; merged by name): the start-state and clock-offset checks read it"})
+    start_tolerance: Mapping[str, float] = field(default_factory=dict, metadata={
+        "internal": True, "doc": "per joint: start tolerance, rad or m (overrides "
+                                 "execution.start_tolerance_rad)"})
     limits_from_model: bool = field(default=False, metadata={
         "internal": True, "doc": "joint_limits: from_model, not yet read from the model "
                                  "(mj_manipulator_ros.model.limits.with_model_limits does)"})
@@ -99,6 +105,24 @@ class ExecutionSettings:
     use_sim_time: bool = field(default=False, metadata={
         "doc": "stamps and report times on `/clock` instead of the system clock",
         "override": "--use-sim-time"})
+    start_tolerance_rad: float = field(default=0.01, metadata={
+        "doc": "before stamping, every arm's measured joint positions must be this close to the "
+               "plan's first waypoint (per joint: `arms[].start_tolerance`); 0 disables",
+        "min": 0.0})
+    joint_state_max_age_s: float = field(default=0.5, metadata={
+        "doc": "a joint state older than this (receipt time) does not count as measured",
+        "min": 0.0})
+    max_clock_offset_s: float = field(default=0.02, metadata={
+        "doc": "refuse when an arm controller's clock (its joint-state stamps against receipt "
+               "time, minimum over 1 s) is off by more than this: the shared stamp would start "
+               "it that much off; 0 disables", "min": 0.0})
+    approach_speed_fraction: float = field(default=0.25, metadata={
+        "doc": "`execute --approach`: the move to the plan's start runs at this fraction of "
+               "the velocity limits", "min": 0.01, "max": 1.0})
+    stop_skew_s: float = field(default=0.25, metadata={
+        "doc": "the pre-flight check also certifies every pair of arms at plan times up to this "
+               "far apart (the band replay): the widest stop-time difference between arms to "
+               "cover (a peer stops where it is, one stop latency after a failure)", "min": 0.0})
     preflight_check: bool = field(default=False, metadata={
         "doc": "refuse a plan that collides in synchronized replay (needs a `scene` section)",
         "override": "--preflight-check"})
@@ -133,7 +157,8 @@ def _arm(data: Any, path: str) -> ArmConfig:
         raise ConfigError(f"{path}: expected a mapping with name, joint_names, action, "
                           f"joint_limits; got {data!r}")
     limits_raw = data.get("joint_limits") or {}
-    body = {k: v for k, v in data.items() if k != "joint_limits"}
+    start_raw = data.get("start_tolerance") or {}
+    body = {k: v for k, v in data.items() if k not in ("joint_limits", "start_tolerance")}
     from_model = limits_raw == "from_model"  # resolved by model.limits.with_model_limits
     if from_model:
         limits_raw = {}
@@ -154,7 +179,18 @@ def _arm(data: Any, path: str) -> ArmConfig:
         if jl.lower is not None and jl.upper is not None and not jl.lower <= jl.upper:
             raise ConfigError(f"{path}.joint_limits.{joint}: lower {jl.lower} > upper {jl.upper}")
         limits[joint] = jl
-    return ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity, from_model)
+    if not isinstance(start_raw, Mapping):
+        raise ConfigError(f"{path}.start_tolerance: expected a mapping joint -> rad, got {start_raw!r}")
+    start = {}
+    for joint, tol in start_raw.items():
+        if joint not in arm.joint_names:
+            raise ConfigError(f"{path}.start_tolerance: unknown joint {joint!r}; the arm's joints "
+                              f"are {list(arm.joint_names)}")
+        start[joint] = convert(tol, float, f"{path}.start_tolerance.{joint}")
+        if start[joint] < 0:
+            raise ConfigError(f"{path}.start_tolerance.{joint}: must be >= 0, got {start[joint]}")
+    return ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity,
+                     arm.joint_states_topic, start, from_model)
 
 
 def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:

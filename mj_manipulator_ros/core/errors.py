@@ -76,6 +76,14 @@ class SplineLimitError(PlanError):
         self.speed_factor = speed_factor
 
 
+class StartStateError(PlanError):
+    """An arm is not where the plan starts (or its state is unknown or stale): the controller
+    would jump there within the start lead, a motion nobody checked. ``reason`` is
+    ``start_state``."""
+
+    reason = "start_state"
+
+
 class FinalVelocityError(PlanError):
     """The last point's velocity is not zero (joint_trajectory_controller rejects it)."""
 
@@ -95,3 +103,14 @@ class UnsupportedMujocoError(MjManipulatorError):
 
 class ExecutionRefusedError(MjManipulatorError):
     """The executor refused to start (for example, the pre-flight collision check failed)."""
+
+
+class ClockOffsetError(ExecutionRefusedError):
+    """An arm controller's clock is too far off this machine's: the shared start stamp would
+    start it that much off. ``reason`` is ``clock_offset``; ``offsets`` maps arm -> s."""
+
+    reason = "clock_offset"
+
+    def __init__(self, message: str, offsets: dict) -> None:
+        super().__init__(message)
+        self.offsets = offsets

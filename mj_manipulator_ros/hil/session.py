@@ -23,8 +23,8 @@ from mj_manipulator_ros.check.preflight import preflight_for, scene_checker
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import ExecutionRefusedError
-from mj_manipulator_ros.core.interpolation import rest_to_rest
-from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.approach import approach_plan
+from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionReport
 from mj_manipulator_ros.hil.analysis import JointSamples
 from mj_manipulator_ros.ros.context import RosContext
@@ -162,26 +162,12 @@ class HilSession:
         hi = np.array([limit_or_inf(cfg.joint_limits.get(j), "upper") for j in cfg.joint_names])
         return lo, hi
 
-    def max_speed(self, arm: str) -> np.ndarray:
-        cfg = self.config.arm(arm)
-        v = [limit_or_inf(cfg.joint_limits.get(j), "velocity") if cfg.joint_limits.get(j) else np.inf
-             for j in cfg.joint_names]
-        return np.where(np.isfinite(v), v, 1.0)
-
     def move_plan(self, targets: dict[str, np.ndarray], speed_fraction: float = 0.25,
                   min_duration: float = 1.0) -> MultiArmPlan:
-        """A rest-to-rest quintic move of each arm from its measured pose to ``targets``,
-        slow enough (peak speed <= speed_fraction x the velocity limits), on one time grid."""
-        starts = {a: self.pose(a) for a in targets}
-        duration = min_duration
-        for a, q1 in targets.items():
-            # quintic peak speed = 1.875 * distance / duration
-            need = np.max(1.875 * np.abs(q1 - starts[a]) / (speed_fraction * self.max_speed(a)))
-            duration = max(duration, float(need))
-        t = np.linspace(0.0, duration, max(11, int(duration / 0.02) + 1))
-        return MultiArmPlan({a: ArmTrajectory(self.config.arm(a).joint_names, t,
-                                              *rest_to_rest(starts[a], q1, t))
-                             for a, q1 in targets.items()})
+        """A rest-to-rest move of each arm from its measured pose to ``targets``, slow enough
+        (peak speed <= speed_fraction x the velocity limits), on one time grid."""
+        return approach_plan(self.config, {a: self.pose(a) for a in targets}, targets,
+                             speed_fraction, min_duration)
 
     def run(self, plan: MultiArmPlan, settle: float = 0.3) -> tuple[ExecutionReport, JointSamples]:
         """Execute, then keep listening ``settle`` s; return the report and the joint states

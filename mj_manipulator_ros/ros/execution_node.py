@@ -88,6 +88,7 @@ class CombinedTrajectoryServer:
             plan = split_combined(goal.trajectory, self.config)
             tolerances = split_tolerances(goal, self.config, plan.arm_names)
             self.executor.check(plan)  # validation and the pre-flight replay: refuse here
+            self.executor.check_start(plan)  # the arms where it starts, the clocks agreeing
         except MjManipulatorError as exc:
             with self._lock:
                 self._reserved = None

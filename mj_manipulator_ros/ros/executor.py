@@ -27,7 +27,8 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from mj_manipulator_ros.core.config import ExecutionSettings, ExecutorConfig
-from mj_manipulator_ros.core.errors import ExecutionRefusedError
+from mj_manipulator_ros.core.approach import approach_plan
+from mj_manipulator_ros.core.errors import ExecutionRefusedError, StartStateError
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus)
@@ -38,6 +39,8 @@ from mj_manipulator_ros.ros.arm_client import (
     CHECK_PERIOD_S, WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_S, ArmChannel, ArmRun, FeedbackHook,
     gate_wait_s)
 from mj_manipulator_ros.ros.conversion import GoalTolerances
+from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
+from mj_manipulator_ros.ros.start_check import StartCheck
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
@@ -79,6 +82,12 @@ class MultiArmExecutor:
             _executor_for(self._clock_node), f"mjmr-executor-clock-{suffix}").start()
         self.channels = {a.name: ArmChannel(a, node_factory(f"mjmr_arm_{a.name}_{suffix}"))
                          for a in config.arms}
+        #: what the arms report (JointState), for the checks made before stamping
+        self.monitor = JointStateMonitor(self._clock_node, {a.joint_states_topic for a in config.arms},
+                                         self.now)
+        self.start_check = StartCheck(config, self.monitor)
+        #: the report of the approach move of the latest ``execute(approach=True)``, if one ran
+        self.last_approach_report: ExecutionReport | None = None
         self._run_lock = threading.Lock()          # one execution at a time
         self._preflight_lock = threading.Lock()    # one pre-flight check at a time (its MjData)
         self._scope_lock = threading.Lock()
@@ -128,10 +137,23 @@ class MultiArmExecutor:
             with self._preflight_lock:
                 self._preflight(plan)
 
+    def check_start(self, plan: MultiArmPlan, stop: Callable[[], bool] = lambda: False) -> None:
+        """The checks made before stamping, on what the arms report (nothing is sent): every
+        arm where the plan starts (``start_tolerance_rad``), every controller's clock within
+        ``max_clock_offset_s``.
+
+        Raises:
+            StartStateError: an arm is not at the plan's first waypoint (or its state is unknown).
+            ClockOffsetError: a controller's clock is too far off.
+        """
+        if self.start_check.state_enabled(plan.arm_names):
+            self.start_check.check_state(plan, stop)
+        self.start_check.check_clocks(plan.arm_names, stop)
+
     def execute(self, plan: MultiArmPlan, record: str | None = None,
                 scope: CancelScope | None = None,
                 tolerances: Mapping[str, GoalTolerances] | None = None,
-                checked: bool = False) -> ExecutionReport:
+                checked: bool = False, approach: bool = False) -> ExecutionReport:
         """Run the plan on every arm it names, synchronized. Blocks until every arm has stopped.
 
         The execution can be stopped from the moment this is called: :meth:`abort`, ``scope``
@@ -146,11 +168,16 @@ class MultiArmExecutor:
                 accepted the goal); default a new one.
             tolerances: per arm, path/goal tolerances for its goal.
             checked: :meth:`check` already passed for this very plan (skip it).
+            approach: when an arm is not at the plan's start, first run a synchronized
+                rest-to-rest move there (within the limits, checked like any plan; its report
+                in :attr:`last_approach_report`); the plan runs only if that succeeded.
 
         Raises:
-            PlanError: the plan is invalid (nothing was sent).
-            ExecutionRefusedError: the pre-flight check refused the plan, or the executor is
-                closed or has an arm thread that never ended (nothing was sent).
+            PlanError: the plan is invalid, or (StartStateError) an arm is not where it starts
+                (nothing was sent).
+            ExecutionRefusedError: the pre-flight check refused the plan, a controller's clock
+                is too far off (ClockOffsetError), or the executor is closed or has an arm thread
+                that never ended (nothing was sent).
         """
         scope = scope or CancelScope()
         with self._scope_lock:
@@ -170,6 +197,14 @@ class MultiArmExecutor:
                 try:
                     if scope.canceled:
                         return _not_sent(plan, scope)
+                    self.last_approach_report = None
+                    if approach:
+                        moved = self._approach(plan, scope)
+                        if moved is not None:
+                            return moved  # the approach did not succeed: the plan is not run
+                    self.check_start(plan, stop=lambda: scope.canceled)
+                    if scope.canceled:
+                        return _not_sent(plan, scope)
                     if record is None:
                         return self._execute(plan, scope, tolerances or {})
                     from mj_manipulator_ros.ros.joint_state_recorder import JointStateRecorder
@@ -183,6 +218,31 @@ class MultiArmExecutor:
         finally:
             with self._scope_lock:
                 self._scopes.discard(scope)
+
+    def _approach(self, plan: MultiArmPlan, scope: CancelScope) -> ExecutionReport | None:
+        """Move the arms that are not at the plan's start there. Returns None when the plan may
+        run (already there, or moved there), else the report that says why not."""
+        if not self.start_check.state_enabled(plan.arm_names):
+            return None
+        stop = lambda: scope.canceled  # noqa: E731
+        measured = self.start_check.measured(plan.arm_names, stop)
+        try:
+            self.start_check.check_state(plan, stop, measured)
+            return None
+        except StartStateError:
+            pass
+        targets = {}
+        for arm in plan.arm_names:
+            names = list(plan[arm].joint_names)
+            targets[arm] = plan[arm].positions[0][[names.index(j)
+                                                    for j in self.config.arm(arm).joint_names]]
+        move = approach_plan(self.config, measured, targets,
+                             self.config.execution.approach_speed_fraction)
+        self.check(move)  # validated and replay-checked like any plan
+        self.check_start(move, stop)
+        report = self._execute(move, scope, {})
+        self.last_approach_report = report
+        return None if report.succeeded else report
 
     def _acquire_run_lock(self, scope: CancelScope) -> bool:
         """Wait for a previous execution to end, unless this one is stopped meanwhile."""

@@ -1,0 +1,43 @@
+"""A synchronized rest-to-rest move from measured poses to target poses, within the limits:
+how an arm gets to a plan's first waypoint without the controller jumping there."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
+from mj_manipulator_ros.core.interpolation import rest_to_rest
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+
+#: waypoint spacing of an approach move, s
+STEP_S = 0.02
+#: a quintic rest-to-rest move peaks at this many times its mean speed
+QUINTIC_PEAK = 1.875
+
+
+def approach_plan(config: ExecutorConfig, starts: Mapping[str, np.ndarray],
+                  targets: Mapping[str, np.ndarray], speed_fraction: float = 0.25,
+                  min_duration: float = 1.0) -> MultiArmPlan:
+    """Every arm of ``targets`` from ``starts[arm]`` to ``targets[arm]`` (J,) on one time grid,
+    quintic in time (rest to rest), slow enough that every joint's peak speed is at most
+    ``speed_fraction`` of its velocity limit (1 rad/s or m/s where none is configured).
+
+    Returns:
+        A plan with positions and velocities (the controller runs cubic splines through the
+        dense waypoints).
+    """
+    duration = min_duration
+    for arm, q1 in targets.items():
+        cfg = config.arm(arm)
+        vmax = np.array([limit_or_inf(cfg.joint_limits.get(j), "velocity") for j in cfg.joint_names])
+        vmax = np.where(np.isfinite(vmax), vmax, 1.0)
+        dq = np.abs(np.asarray(q1, dtype=float) - np.asarray(starts[arm], dtype=float))
+        duration = max(duration, float(np.max(QUINTIC_PEAK * dq / (speed_fraction * vmax),
+                                               initial=0.0)))
+    t = np.linspace(0.0, duration, max(11, int(np.ceil(duration / STEP_S)) + 1))
+    return MultiArmPlan({a: ArmTrajectory(config.arm(a).joint_names, t,
+                                          *rest_to_rest(np.asarray(starts[a], dtype=float),
+                                                        np.asarray(q1, dtype=float), t))
+                         for a, q1 in targets.items()})

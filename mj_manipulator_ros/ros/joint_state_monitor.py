@@ -1,0 +1,103 @@
+"""What the arms report about themselves: ``sensor_msgs/JointState`` on every configured topic,
+merged by joint name.
+
+One subscription per topic, on a node the executor already spins (no thread of its own). Each
+joint keeps its latest position with the message's header stamp (the publishing controller's
+clock) and its receipt time (this process's clock, the one start stamps are computed on). A
+short window of (receipt - stamp) differences per joint is the raw material of the clock-offset
+estimate: over a window, min(receipt - stamp) = minimum latency - offset, so
+``offset ~= -min(receipt - stamp)`` (an upper bound of the true offset's magnitude error is the
+minimum transport latency, sub-millisecond on one machine).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+from sensor_msgs.msg import JointState
+
+
+@dataclass(frozen=True)
+class JointReading:
+    """One joint's latest report: position (rad or m), header stamp and receipt time (s)."""
+
+    position: float
+    stamp: float
+    received: float
+
+
+class JointStateMonitor:
+    """Args:
+        node: the node to subscribe on (spun elsewhere).
+        topics: JointState topics.
+        now: this process's clock (s), the one stamps are computed on.
+        window_s: how long (s of receipt time) the offset window reaches back.
+    """
+
+    def __init__(self, node, topics: Iterable[str], now: Callable[[], float],
+                 window_s: float = 1.0) -> None:
+        self._now = now
+        self._window_s = window_s
+        self._cond = threading.Condition()
+        self._latest: dict[str, JointReading] = {}
+        self._diffs: dict[str, collections.deque] = collections.defaultdict(
+            lambda: collections.deque(maxlen=400))
+        self._subs = [node.create_subscription(JointState, topic, self._on_msg, 50)
+                      for topic in sorted(set(topics))]
+        self._node = node
+
+    def _on_msg(self, msg: JointState) -> None:
+        received = self._now()
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        with self._cond:
+            for k, name in enumerate(msg.name):
+                if k < len(msg.position):
+                    self._latest[name] = JointReading(float(msg.position[k]), stamp, received)
+                    self._diffs[name].append((received, received - stamp))
+            self._cond.notify_all()
+
+    def readings(self, joints: Sequence[str]) -> Optional[dict[str, JointReading]]:
+        """The latest reading of every joint, or None while one has none."""
+        with self._cond:
+            if not all(j in self._latest for j in joints):
+                return None
+            return {j: self._latest[j] for j in joints}
+
+    def wait_for(self, joints: Sequence[str], timeout: float,
+                 stop: Callable[[], bool] = lambda: False) -> Optional[dict[str, JointReading]]:
+        """Wait (wall clock, bounded) until every joint has a reading; None on timeout or stop."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not all(j in self._latest for j in joints):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or stop():
+                    return None
+                self._cond.wait(min(remaining, 0.05))
+            return {j: self._latest[j] for j in joints}
+
+    def clock_offset(self, joints: Sequence[str], min_samples: int = 5) -> Optional[float]:
+        """Estimated offset (s) of the clock that stamps these joints' messages against this
+        process's clock (positive: the controller's clock is ahead), from the messages received
+        in the last ``window_s``; None with fewer than ``min_samples`` messages."""
+        now = self._now()
+        with self._cond:
+            diffs = [d for j in joints for (r, d) in self._diffs.get(j, ()) if now - r <= self._window_s]
+        if len(diffs) < min_samples:
+            return None
+        return -float(np.min(diffs))
+
+    def now(self) -> float:
+        return self._now()
+
+    def close(self) -> None:
+        for sub in self._subs:
+            self._node.destroy_subscription(sub)
+
+
+def positions(readings: Mapping[str, JointReading], joints: Sequence[str]) -> np.ndarray:
+    return np.array([readings[j].position for j in joints])
