@@ -46,7 +46,11 @@ def test_measurements_on_synthetic_joint_states() -> None:
     q = np.where(t > 0.5, 0.2 * (t - 0.5), 0.0)
     s = samples(t, q, v=np.where((t > 0.5) & (t < 1.5), 0.2, 0.0), received=t + 0.003)
     assert A.rate_hz(s) == pytest.approx(100.0)
-    assert A.clock_offset(s) == pytest.approx(0.003)
+    assert A.clock_offset(s) == pytest.approx(-0.003)  # no offset: minus the minimum latency
+    # the controller's clock 50 ms ahead; latency 3 ms plus up to 20 ms of jitter
+    jitter = np.random.default_rng(0).uniform(0.0, 0.02, t.size)
+    ahead = samples(t, q, received=t - 0.05 + 0.003 + jitter)
+    assert A.clock_offset(ahead) == pytest.approx(0.047, abs=1e-4)
     assert A.onset(s, 0.0, 0.002) == pytest.approx(0.51, abs=1e-9)   # interpolated crossing
     assert A.onset(s, 0.0, 5.0) is None
     assert A.stop_time(s, 1.0, 0.02) == pytest.approx(0.5, abs=0.011)

@@ -54,10 +54,12 @@ def rate_hz(samples: JointSamples) -> float:
 
 
 def clock_offset(samples: JointSamples) -> float:
-    """median(receive time - header stamp), s: clock offset plus transport latency."""
+    """The controller clock's offset against the receiver's, s (positive: ahead):
+    -min(receive time - header stamp) = offset - minimum latency (the executor's estimator,
+    ``ros/joint_state_monitor.py``); NaN without samples."""
     if len(samples) == 0:
         return float("nan")
-    return float(np.median(samples.received - samples.stamps))
+    return float(-np.min(samples.received - samples.stamps))
 
 
 def limit_excess(positions: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> float:

@@ -136,6 +136,16 @@ def offline_consistency(config: ExecutorConfig, stage: Stage, protocol: Protocol
         bad = report.colliding_states + report.between_state_collisions + report.uncertified_intervals
         out.append(check(stage, "plans_collision_free", name, float(bad),
                          report.summary().splitlines()[0]))
+        skew = config.execution.stop_skew_s
+        if len(plan.arm_names) > 1 and skew > 0:
+            band = checker.check(plan, mode="band", skew=skew)
+            bad = band.colliding_states + band.between_state_collisions + band.uncertified_intervals \
+                + band.contact_overflow_states
+            out.append(check(stage, "plans_band_clear", name, float(bad),
+                             band.summary().splitlines()[0]))
+        else:
+            out.append(not_applicable(stage, "plans_band_clear", name, float(len(plan.arm_names)),
+                                      "one arm, or execution.stop_skew_s = 0: no band"))
     return out
 
 

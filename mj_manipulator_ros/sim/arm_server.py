@@ -82,7 +82,7 @@ class SimArmServer:
         without the time check (JTC never aborts an accepted goal for its stamp)."""
         s = self.config.sim
         hold = self.shared.snapshot().arms[self.arm.name].positions
-        now = None if at_execute else self.shared.controller_time()
+        now = None if at_execute else self.shared.controller_time(self.arm.name)
         return check_goal(self._request(goal), self.arm.joint_names, now,
                           s.tolerances, s.allow_partial_joints_goal,
                           s.allow_nonzero_velocity_at_trajectory_end, hold)
@@ -129,7 +129,7 @@ class SimArmServer:
                 self._publish_feedback(goal_handle, ticket)
                 exit_after = self.faults.exit_after_s
                 if exit_after is not None and ticket.started_at is not None and \
-                        self.shared.controller_time() >= ticket.started_at + exit_after:
+                        self.shared.controller_time(self.arm.name) >= ticket.started_at + exit_after:
                     self.node.get_logger().error(f"{self.arm.name}: exiting (injected fault)")
                     os._exit(5)
                 if self.closing.is_set() or not self.node.context.ok():

@@ -108,9 +108,12 @@ class SharedModel:
         with self.lock:
             return fn(self.model, self.data)
 
-    def controller_time(self) -> float:
+    def controller_time(self, arm: Optional[str] = None) -> float:
+        """The controllers' clock, s; with ``arm``, that arm's controller's (its
+        ``clock_offset_s`` fault added)."""
         with self.lock:
-            return self._clock(float(self.data.time))
+            now = self._clock(float(self.data.time))
+        return now + (self.controllers[arm].faults.clock_offset_s if arm else 0.0)
 
     def add_observer(self, rate_hz: float, callback: Callable[[Snapshot], None]) -> None:
         """Call ``callback(snapshot)`` from the physics thread every 1/rate_hz s of sim time."""
@@ -138,8 +141,8 @@ class SharedModel:
             now = self._clock(float(d.time))
             for name, arm in self.scene.arms.items():
                 controller = self.controllers[name]
-                command = controller.update(now, d.qpos[arm.qpos_adr].copy(),
-                                            d.qvel[arm.dof_adr].copy())
+                command = controller.update(now + controller.faults.clock_offset_s,
+                                            d.qpos[arm.qpos_adr].copy(), d.qvel[arm.dof_adr].copy())
                 delay = self._delay.get(name)
                 if delay is not None:
                     delay.append(command.copy())

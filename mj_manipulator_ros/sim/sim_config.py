@@ -43,6 +43,9 @@ class ArmFaults:
         "doc": "position commands reach the servos this late (a delay line)", "min": 0.0})
     ignore_cancel: bool = field(default=False, metadata={
         "doc": "refuse cancels and keep moving (a controller that does not stop)"})
+    clock_offset_s: float = field(default=0.0, metadata={
+        "doc": "this arm's controller clock runs this far ahead (negative: behind): its joint "
+               "state and feedback stamps, and its reading of goal stamps"})
     exit_after_s: Optional[float] = field(default=None, metadata={
         "doc": "this arm's controller stops responding this long after a goal starts", "min": 0.0})
 

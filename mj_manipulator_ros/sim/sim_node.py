@@ -21,6 +21,7 @@ Per arm, an action server at the arm's configured action (default
   ``cancel_delay_s``     the cancel callback answers this long after a cancel request
   ``command_latency_s``  position commands reach the servos this late (a delay line)
   ``ignore_cancel``      cancels are refused and the arm keeps moving
+  ``clock_offset_s``     this arm's controller clock runs this far ahead (stamps, goal reading)
   ``exit_after_s``       the simulator process exits (os._exit) this long after a goal starts
   =====================  ==================================================================
 """
@@ -78,7 +79,6 @@ class SimNode:
         self._joint_pub = self.node.create_publisher(JointState, "/joint_states", 10)
         self._clock_pub = self.node.create_publisher(Clock, "/clock", 10) if use_sim else None
         self._served = [n for n in self.scene.arms if n in self.arms]
-        self._joint_names = [j for n in self._served for j in self.scene.arms[n].joint_names]
         self.shared.add_observer(config.sim.joint_state_rate_hz, self._publish_joint_states)
         if self._clock_pub is not None:
             self.shared.add_observer(config.sim.control_rate_hz, self._publish_clock)
@@ -91,14 +91,20 @@ class SimNode:
             self.recorder = JointStateRecorder(self.node, record)
 
     def _publish_joint_states(self, snap: Snapshot) -> None:
-        msg = JointState()
-        msg.header.stamp = stamp_msg(snap.controller_time)
-        msg.name = self._joint_names
-        arms = [snap.arms[n] for n in self._served]
-        msg.position = [float(x) for a in arms for x in a.positions]
-        msg.velocity = [float(x) for a in arms for x in a.velocities]
-        msg.effort = [float(x) for a in arms for x in a.efforts]
-        self._joint_pub.publish(msg)
+        """One message per controller clock: every served arm in one message, unless a
+        ``clock_offset_s`` fault gives an arm a clock of its own (stamped on it)."""
+        groups: dict[float, list[str]] = {}
+        for n in self._served:
+            groups.setdefault(self.shared.controllers[n].faults.clock_offset_s, []).append(n)
+        for offset, names in groups.items():
+            msg = JointState()
+            msg.header.stamp = stamp_msg(snap.controller_time + offset)
+            msg.name = [j for n in names for j in self.scene.arms[n].joint_names]
+            arms = [snap.arms[n] for n in names]
+            msg.position = [float(x) for a in arms for x in a.positions]
+            msg.velocity = [float(x) for a in arms for x in a.velocities]
+            msg.effort = [float(x) for a in arms for x in a.efforts]
+            self._joint_pub.publish(msg)
 
     def _publish_clock(self, snap: Snapshot) -> None:
         self._clock_pub.publish(Clock(clock=stamp_msg(snap.sim_time)))

@@ -1,0 +1,119 @@
+"""Before the stamp: each arm where the plan starts (else refused, or approached), from fresh
+joint states; the controllers' clocks agree. Against the simulator through real DDS."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import rclpy
+from sensor_msgs.msg import JointState
+
+from mj_manipulator_ros.core.errors import StartStateError
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.report import ExecutionStatus
+from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from mj_manipulator_ros.sim.sim_node import SimNode
+from tiny_arm import tiny_config
+
+
+@pytest.fixture
+def sim(ros, tmp_path):
+    made = []
+
+    def make(**sim_settings):
+        node = SimNode(tiny_config(tmp_path, sim={"real_time_factor": 1.0, **sim_settings}),
+                       context=ros.context).start()
+        made.append(node)
+        return node
+    yield make
+    for node in made:
+        node.close()
+
+
+def plan_from(start: dict, duration: float = 1.0) -> MultiArmPlan:
+    """Out and back by 0.3 rad on j1 from ``start[arm]`` (2,), zero end velocity."""
+    t = np.linspace(0.0, duration, 11)
+    s = np.sin(np.pi * t / duration) ** 2
+    return MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), t,
+                                          np.asarray(q0) + np.outer(s, [0.3, 0.0]))
+                         for a, q0 in start.items()})
+
+
+def test_a_plan_that_starts_elsewhere_is_refused_and_nothing_moves(sim, ros, tmp_path) -> None:
+    """The first waypoint 1.5 rad from where the arm is: refused before any goal, naming arm,
+    joint, measured, planned and tolerance (regression: the controller jumped there within the
+    lead at 9 rad/s and the goal SUCCEEDED)."""
+    node = sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        with pytest.raises(StartStateError) as info:
+            executor.execute(plan_from({"left": [1.5, 0.0], "right": [0.0, 0.0]}))
+    e = info.value
+    assert (e.arm, e.joint, e.reason) == ("left", "left_j1", "start_state")
+    assert "measured 0.0000, the plan starts at 1.5000" in str(e) and "tolerance 0.01" in str(e)
+    assert node.arms["left"].tickets == [] and node.arms["right"].tickets == []
+
+
+def test_approach_moves_there_first_within_the_limits(sim, ros, tmp_path) -> None:
+    node = sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True,
+                                              "approach_speed_fraction": 0.5}).executor
+    target = {"left": [0.6, -0.3], "right": [-0.4, 0.2]}
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        report = executor.execute(plan_from(target), approach=True)
+        approach = executor.last_approach_report
+    assert approach is not None and approach.succeeded, approach and approach.summary()
+    assert report.status is ExecutionStatus.SUCCEEDED, report.summary()
+    move = node.arms["left"].tickets[0].goal.trajectory
+    assert np.allclose(move.positions[-1], target["left"])
+    peak = np.abs(move.velocities).max(axis=0)
+    assert np.all(peak <= 0.5 * 3.0 + 1e-9)  # half of the 3 rad/s limit
+    assert len(node.arms["left"].tickets) == 2  # the approach, then the plan
+
+
+def test_a_stale_joint_state_is_refused(ros, tmp_path) -> None:
+    """A state that stopped arriving is not a measurement: refused, naming its age."""
+    config = tiny_config(tmp_path, execution={"joint_state_max_age_s": 0.2, "server_wait_s": 2.0,
+                                              "max_clock_offset_s": 0.0}).executor
+    pub_node = rclpy.create_node("stale_publisher", context=ros.context)
+    pub = pub_node.create_publisher(JointState, "/joint_states", 10)
+    try:
+        with MultiArmExecutor(config, context=ros.context) as executor:
+            names = ["left_j1", "left_j2", "right_j1", "right_j2"]
+            deadline = time.monotonic() + 5.0
+            while executor.monitor.readings(names) is None and time.monotonic() < deadline:
+                msg = JointState(name=names, position=[0.0] * 4)
+                msg.header.stamp = pub_node.get_clock().now().to_msg()
+                pub.publish(msg)
+                time.sleep(0.02)
+            time.sleep(0.4)  # nothing since: older than 0.2 s
+            with pytest.raises(StartStateError, match="s old, more than joint_state_max_age_s"):
+                executor.check_start(plan_from({"left": [0, 0], "right": [0, 0]}))
+    finally:
+        pub_node.destroy_node()
+
+
+@pytest.mark.parametrize("offset, refused", [(0.05, True), (0.002, False)])
+def test_a_controller_clock_off_by_50_ms_is_refused(sim, ros, tmp_path, offset, refused) -> None:
+    """The right arm's controller clock runs ``offset`` ahead (its joint-state stamps and its
+    reading of goal stamps): 50 ms is refused before any goal, reporting 50 +- 5 ms; 2 ms runs
+    (regression: the arm silently started 50 ms off)."""
+    from mj_manipulator_ros.core.errors import ClockOffsetError
+
+    node = sim(faults={"right": {"clock_offset_s": offset}})
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        plan = plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]})
+        if refused:
+            with pytest.raises(ClockOffsetError) as info:
+                executor.execute(plan)
+            e = info.value
+            assert e.reason == "clock_offset" and "arm 'right'" in str(e)
+            assert e.offsets["right"] == pytest.approx(0.05, abs=0.005)
+            assert abs(e.offsets["left"]) < 0.005
+            assert node.arms["left"].tickets == [] and node.arms["right"].tickets == []
+        else:
+            report = executor.execute(plan)
+            assert report.succeeded, report.summary()
