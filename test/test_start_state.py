@@ -117,3 +117,42 @@ def test_a_controller_clock_off_by_50_ms_is_refused(sim, ros, tmp_path, offset, 
         else:
             report = executor.execute(plan)
             assert report.succeeded, report.summary()
+
+
+def test_the_combined_action_rejects_a_plan_that_starts_elsewhere(sim, ros, tmp_path) -> None:
+    """Decided at the goal callback: a rejection (no result, nothing moves)."""
+    from control_msgs.action import FollowJointTrajectory
+    from rclpy.action import ActionClient
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    from action_helpers import send
+    from mj_manipulator_ros.apps.demo import combined_trajectory
+    from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
+    from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+
+    node = sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    executor = MultiArmExecutor(config, context=ros.context)
+    server_node = rclpy.create_node("start_state_execution", context=ros.context)
+    server = CombinedTrajectoryServer(server_node, config, executor, "/start_state_combined")
+    spin = MultiThreadedExecutor(num_threads=4, context=ros.context)
+    spin.add_node(server_node)
+    client_node = rclpy.create_node("start_state_client", context=ros.context)
+    client = ActionClient(client_node, FollowJointTrajectory, "/start_state_combined")
+    client_exec = SingleThreadedExecutor(context=ros.context)
+    client_exec.add_node(client_node)
+    try:
+        with BackgroundSpinner(spin, "start-state-server"):
+            assert client.wait_for_server(timeout_sec=10.0)
+            goal = FollowJointTrajectory.Goal(trajectory=combined_trajectory(
+                plan_from({"left": [1.2, 0.0], "right": [0.0, 0.0]})))
+            handle = send(client, client_exec, goal)
+            assert handle is not None and not handle.accepted
+    finally:
+        client.destroy()
+        client_exec.shutdown()
+        client_node.destroy_node()
+        server.destroy()
+        executor.close()
+        server_node.destroy_node()
+    assert node.arms["left"].tickets == [] and node.arms["right"].tickets == []
