@@ -60,6 +60,9 @@ class ArmConfig:
     start_tolerance: Mapping[str, float] = field(default_factory=dict, metadata={
         "internal": True, "doc": "per joint: start tolerance, rad or m (overrides "
                                  "execution.start_tolerance_rad)"})
+    path_tolerance: Mapping[str, float] = field(default_factory=dict, metadata={
+        "internal": True, "doc": "per joint: tracking tolerance while executing, rad or m "
+                                 "(overrides execution.path_tolerance_rad)"})
     limits_from_model: bool = field(default=False, metadata={
         "internal": True, "doc": "joint_limits: from_model, not yet read from the model "
                                  "(mj_manipulator_ros.model.limits.with_model_limits does)"})
@@ -116,6 +119,14 @@ class ExecutionSettings:
         "doc": "refuse when an arm controller's clock (its joint-state stamps against receipt "
                "time, minimum over 1 s) is off by more than this: the shared stamp would start "
                "it that much off; 0 disables", "min": 0.0})
+    path_tolerance_rad: float = field(default=0.1, metadata={
+        "doc": "while executing, a joint further than this from the plan at the current plan "
+               "time (from its joint states) fails the execution (`tracking_error`; per joint: "
+               "`arms[].path_tolerance`); 0 disables", "min": 0.0})
+    max_progress_skew_s: float = field(default=0.1, metadata={
+        "doc": "while executing, two arms whose progress (the plan time that explains each "
+               "arm's measured pose) differs by more than this fail the execution "
+               "(`progress_skew`); 0 disables", "min": 0.0})
     approach_speed_fraction: float = field(default=0.25, metadata={
         "doc": "`execute --approach`: the move to the plan's start runs at this fraction of "
                "the velocity limits", "min": 0.01, "max": 1.0})
@@ -157,8 +168,9 @@ def _arm(data: Any, path: str) -> ArmConfig:
         raise ConfigError(f"{path}: expected a mapping with name, joint_names, action, "
                           f"joint_limits; got {data!r}")
     limits_raw = data.get("joint_limits") or {}
-    start_raw = data.get("start_tolerance") or {}
-    body = {k: v for k, v in data.items() if k not in ("joint_limits", "start_tolerance")}
+    per_joint_raw = {k: data.get(k) or {} for k in ("start_tolerance", "path_tolerance")}
+    body = {k: v for k, v in data.items()
+            if k not in ("joint_limits", "start_tolerance", "path_tolerance")}
     from_model = limits_raw == "from_model"  # resolved by model.limits.with_model_limits
     if from_model:
         limits_raw = {}
@@ -179,18 +191,25 @@ def _arm(data: Any, path: str) -> ArmConfig:
         if jl.lower is not None and jl.upper is not None and not jl.lower <= jl.upper:
             raise ConfigError(f"{path}.joint_limits.{joint}: lower {jl.lower} > upper {jl.upper}")
         limits[joint] = jl
-    if not isinstance(start_raw, Mapping):
-        raise ConfigError(f"{path}.start_tolerance: expected a mapping joint -> rad, got {start_raw!r}")
-    start = {}
-    for joint, tol in start_raw.items():
-        if joint not in arm.joint_names:
-            raise ConfigError(f"{path}.start_tolerance: unknown joint {joint!r}; the arm's joints "
-                              f"are {list(arm.joint_names)}")
-        start[joint] = convert(tol, float, f"{path}.start_tolerance.{joint}")
-        if start[joint] < 0:
-            raise ConfigError(f"{path}.start_tolerance.{joint}: must be >= 0, got {start[joint]}")
+    per_joint = {key: _per_joint(raw, arm, f"{path}.{key}") for key, raw in per_joint_raw.items()}
     return ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity,
-                     arm.joint_states_topic, start, from_model)
+                     arm.joint_states_topic, per_joint["start_tolerance"],
+                     per_joint["path_tolerance"], from_model)
+
+
+def _per_joint(raw: Any, arm: ArmConfig, path: str) -> dict[str, float]:
+    """A mapping joint -> non-negative value (rad or m) for joints of ``arm``."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{path}: expected a mapping joint -> rad, got {raw!r}")
+    out = {}
+    for joint, value in raw.items():
+        if joint not in arm.joint_names:
+            raise ConfigError(f"{path}: unknown joint {joint!r}; the arm's joints are "
+                              f"{list(arm.joint_names)}")
+        out[joint] = convert(value, float, f"{path}.{joint}")
+        if out[joint] < 0:
+            raise ConfigError(f"{path}.{joint}: must be >= 0, got {out[joint]}")
+    return out
 
 
 def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:

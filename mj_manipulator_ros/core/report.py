@@ -45,6 +45,8 @@ class ArmReport:
     cancel_requested_at: Optional[float] = None
     cancel_acknowledged_at: Optional[float] = None
     stop_confirmed: bool = True
+    max_tracking_error: Optional[float] = None  # rad (or m), from the joint states while running
+    max_progress_skew: Optional[float] = None   # s, between this execution's arms
 
     def to_dict(self) -> dict:
         return {"status": self.status.value, "error_code": self.error_code,
@@ -52,7 +54,9 @@ class ArmReport:
                 "accepted_at": self.accepted_at, "result_at": self.result_at,
                 "cancel_requested_at": self.cancel_requested_at,
                 "cancel_acknowledged_at": self.cancel_acknowledged_at,
-                "stop_confirmed": self.stop_confirmed}
+                "stop_confirmed": self.stop_confirmed,
+                "max_tracking_error": self.max_tracking_error,
+                "max_progress_skew": self.max_progress_skew}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "ArmReport":
@@ -101,7 +105,12 @@ class ExecutionReport:
                          + (f": {f.error_string}" if f.error_string else ""))
         for arm, r in self.arms.items():
             extra = "" if r.stop_confirmed else "  <-- STOP NOT CONFIRMED: the arm may be moving"
+            watched = ""
+            if r.max_tracking_error is not None:
+                watched = f" (max tracking error {r.max_tracking_error:.4f}"
+                watched += ("" if r.max_progress_skew is None else
+                            f", max progress skew {r.max_progress_skew * 1e3:.1f} ms") + ")"
             lines.append(f"  {arm}: {r.status.value}"
                          + (f" error_code={r.error_code}" if r.error_code else "")
-                         + (f" {r.error_string}" if r.error_string else "") + extra)
+                         + (f" {r.error_string}" if r.error_string else "") + watched + extra)
         return "\n".join(lines)

@@ -52,6 +52,8 @@ class FailureReason(str, enum.Enum):
     TIMEOUT = "timeout"
     FEEDBACK_TIMEOUT = "feedback_timeout"  # feedback stopped and a liveness probe went unanswered
     CONTROLLER_GONE = "controller_gone"    # the action server left the graph during the goal
+    TRACKING_ERROR = "tracking_error"      # a joint strayed beyond its path tolerance
+    PROGRESS_SKEW = "progress_skew"        # two arms out of step beyond max_progress_skew_s
     EXCEPTION = "exception"
     EXTERNAL_ABORT = "external_abort"   # abort() or Ctrl-C
     CLOCK_UNAVAILABLE = "clock_unavailable"

@@ -16,6 +16,7 @@ One execution:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -29,6 +30,7 @@ from rclpy.parameter import Parameter
 from mj_manipulator_ros.core.config import ExecutionSettings, ExecutorConfig
 from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.errors import ExecutionRefusedError, StartStateError
+from mj_manipulator_ros.core.execution_watch import ExecutionWatch
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus)
@@ -94,6 +96,7 @@ class MultiArmExecutor:
         self._scopes: set[CancelScope] = set()     # every execution in progress, from its call
         self._stuck: set[str] = set()              # arms whose thread outlived its join
         self._closed = False
+        self._watch: ExecutionWatch | None = None  # the running execution's watch
         self.on_feedback: FeedbackHook | None = None
         #: the start stamp of the running execution (None between executions), for tools that
         #: act at a point of the motion (e.g. the HIL stop-latency stage)
@@ -271,14 +274,22 @@ class MultiArmExecutor:
         threads = [threading.Thread(target=arm_main, args=(a, r), name=f"mjmr-arm-{a}",
                                     daemon=True) for a, r in runs.items()]
         stamp: StartStamp | None = None
+        watch: ExecutionWatch | None = None
         try:
             for t in threads:
                 t.start()
-            stamp = self._open_gate(gate, scope, s)
+            stamp = self._open_gate(gate, scope, s, plan, runs)
+            watch = self._watch
             self._wait(finished, threads, scope, join_budget(s, plan.duration))
         finally:
+            self.monitor.listener = None
+            self._watch = None
             self.current_stamp = None
         reports = {a: r.report() for a, r in runs.items()}
+        if watch is not None:
+            reports = {a: dataclasses.replace(r, max_tracking_error=watch.max_tracking_error[a],
+                                              max_progress_skew=watch.max_progress_skew)
+                       for a, r in reports.items()}
         stuck = [a for a in runs if a not in finished.names]
         for arm in stuck:  # every wait in ArmRun is bounded: this is a bug, report it loudly
             reports[arm] = ArmReport(ArmStatus.UNCONFIRMED_STOP, None,
@@ -291,7 +302,25 @@ class MultiArmExecutor:
         return ExecutionReport(_overall(reports, scope.failure),
                                None if stamp is None else stamp.seconds, scope.failure, reports)
 
-    def _open_gate(self, gate: StartGate, scope: CancelScope, s) -> StartStamp | None:
+    def _start_watch(self, plan: MultiArmPlan, stamp: StartStamp, scope: CancelScope,
+                     runs: Mapping[str, ArmRun]) -> None:
+        """Watch the joint states from the stamp on: a tracking error or arms out of step fail
+        the execution like any failure (every arm canceled and confirmed)."""
+        watch = ExecutionWatch(plan, stamp.seconds, self.config)
+        self._watch = watch
+
+        def on_joint_state(names, positions, msg_stamp: float) -> None:
+            for arm, run in runs.items():
+                if run.out.result_at is not None:
+                    watch.done.add(arm)
+            violation = watch.on_joint_state(names, positions, msg_stamp)
+            if violation is not None:
+                scope.fail(Failure(violation.arm, FailureReason(violation.reason), None,
+                                   violation.text))
+        self.monitor.listener = on_joint_state
+
+    def _open_gate(self, gate: StartGate, scope: CancelScope, s, plan: MultiArmPlan,
+                   runs: Mapping[str, ArmRun]) -> StartStamp | None:
         wait = gate_wait_s(s)
         if not gate.wait_all_arrived(timeout=wait):
             if not scope.canceled:
@@ -307,6 +336,7 @@ class MultiArmExecutor:
             return None
         stamp = StartStamp.after(now_ns, s.start_lead_s)
         self.current_stamp = stamp
+        self._start_watch(plan, stamp, scope, runs)
         gate.open(stamp)
         return stamp
 

@@ -50,6 +50,9 @@ class JointStateMonitor:
         self._subs = [node.create_subscription(JointState, topic, self._on_msg, 50)
                       for topic in sorted(set(topics))]
         self._node = node
+        #: called with (names, positions, header stamp) for every message, in the spinning
+        #: thread (the execution watch); must be quick
+        self.listener: Optional[Callable[[Sequence[str], Sequence[float], float], None]] = None
 
     def _on_msg(self, msg: JointState) -> None:
         received = self._now()
@@ -60,6 +63,9 @@ class JointStateMonitor:
                     self._latest[name] = JointReading(float(msg.position[k]), stamp, received)
                     self._diffs[name].append((received, received - stamp))
             self._cond.notify_all()
+        listener = self.listener
+        if listener is not None:
+            listener(msg.name, msg.position, stamp)
 
     def readings(self, joints: Sequence[str]) -> Optional[dict[str, JointReading]]:
         """The latest reading of every joint, or None while one has none."""

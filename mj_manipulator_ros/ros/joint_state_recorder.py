@@ -1,7 +1,7 @@
 """Record /joint_states to a JSON-lines file (the ``recorded`` replay mode's input).
 
 One line per message: ``{"t": <header stamp, s>, "name": [...], "position": [...]}``; see
-``mj_manipulator_ros.core.replay_timeline.load_recording``.
+``mj_manipulator_ros.check.timeline.load_recording``.
 """
 
 from __future__ import annotations
