@@ -7,11 +7,11 @@ is on), the plan time is ``t = stamp - start``:
 - **tracking error** per joint: measured position minus the plan's position at t (the spline
   the controller runs; before the start the first waypoint, after the end the last). Above the
   joint's path tolerance: ``tracking_error``.
-- **progress**: the plan time that explains the measured pose: the tau within
-  ``window`` of t at which the plan's pose is nearest the measured one (sampled every
-  ``TAU_STEP_S``, refined by a parabola through the best sample and its neighbours; ties go to
-  the tau nearest t). It counts only where the plan moves faster than ``MIN_SPEED`` at tau (a
-  still arm's progress is undefined) and for ``MAX_AGE_S``. Two arms whose progress differs by
+- **progress**: the plan time that explains the measured pose: the tau near t at which the
+  plan's pose is nearest the measured one, sought only over the stretch around t on which the
+  plan keeps moving the way it moves at t (sampled every ``TAU_STEP_S``, refined by a parabola).
+  It is estimated only where the plan moves faster than ``MIN_SPEED`` (a still arm's progress
+  is undefined) and counts for ``MAX_AGE_S``. Two arms whose progress differs by
   more than ``max_progress_skew_s``: ``progress_skew``.
 
 Each message is checked as it arrives (no thread, no polling): detection comes with the message
@@ -105,17 +105,33 @@ class ExecutionWatch:
         return self._skew(t)
 
     def _progress_of(self, traj, q: np.ndarray, t: float) -> Optional[float]:
+        """The plan time near t whose pose is nearest ``q``, searched only where the plan keeps
+        moving the way it moves at t (no reversal: an out-and-back path passes every pose twice,
+        and a pose near its turn would otherwise match either side). None when that cannot be
+        decided: the plan is slow at t, or the nearest pose lies at the edge of that stretch."""
         taus = np.clip(t + self._offsets, 0.0, traj.duration)
         ps, vs, _ = sample(traj, taus)
-        dist = np.linalg.norm(ps - q, axis=1) + 1e-9 * np.abs(taus - t)  # ties: nearest t
-        k = int(np.argmin(dist))
+        centre = int(np.argmin(np.abs(taus - t)))
+        v0 = vs[centre]
+        if np.linalg.norm(v0) < MIN_SPEED:
+            return None
+        forward = (vs @ v0) > 0.5 * float(v0 @ v0)   # still moving the same way, not much slower
+        lo = hi = centre
+        while lo > 0 and forward[lo - 1]:
+            lo -= 1
+        while hi < taus.size - 1 and forward[hi + 1]:
+            hi += 1
+        dist = np.linalg.norm(ps[lo:hi + 1] - q, axis=1)
+        k = int(np.argmin(dist)) + lo
+        if (k == lo and lo > 0) or (k == hi and hi < taus.size - 1):
+            return None  # the nearest pose is outside the stretch: not decided here
         tau = float(taus[k])
-        if 0 < k < taus.size - 1:  # parabola through the best sample and its neighbours
-            d0, d1, d2 = dist[k - 1], dist[k], dist[k + 1]
+        if lo < k < hi:  # parabola through the best sample and its neighbours
+            d0, d1, d2 = dist[k - 1 - lo], dist[k - lo], dist[k + 1 - lo]
             curve = d0 - 2 * d1 + d2
             if curve > 0:
                 tau += float(np.clip(0.5 * (d0 - d2) / curve, -1.0, 1.0)) * TAU_STEP_S
-        return tau if np.linalg.norm(vs[k]) >= MIN_SPEED else None
+        return tau
 
     def _skew(self, t: float) -> Optional[Violation]:
         fresh = {a: prog for a, (at, prog) in self._progress.items()

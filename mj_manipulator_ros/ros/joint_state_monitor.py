@@ -86,16 +86,23 @@ class JointStateMonitor:
                 self._cond.wait(min(remaining, 0.05))
             return {j: self._latest[j] for j in joints}
 
-    def clock_offset(self, joints: Sequence[str], min_samples: int = 5) -> Optional[float]:
+    def clock_offset(self, joints: Sequence[str], min_samples: int = 10,
+                     min_span_s: float = 0.25) -> Optional[float]:
         """Estimated offset (s) of the clock that stamps these joints' messages against this
         process's clock (positive: the controller's clock is ahead), from the messages received
-        in the last ``window_s``; None with fewer than ``min_samples`` messages."""
+        in the last ``window_s``; None until they number ``min_samples`` and span ``min_span_s``
+        of receipt time (the first messages after a subscription matches can arrive in a late
+        burst, which alone would read as an offset)."""
         now = self._now()
         with self._cond:
-            diffs = [d for j in joints for (r, d) in self._diffs.get(j, ()) if now - r <= self._window_s]
-        if len(diffs) < min_samples:
+            rows = [(r, d) for j in joints for (r, d) in self._diffs.get(j, ())
+                    if now - r <= self._window_s]
+        if len(rows) < min_samples:
             return None
-        return -float(np.min(diffs))
+        received = [r for r, _ in rows]
+        if max(received) - min(received) < min_span_s:
+            return None
+        return -float(min(d for _, d in rows))
 
     def now(self) -> float:
         return self._now()

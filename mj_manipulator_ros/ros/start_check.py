@@ -118,8 +118,9 @@ class StartCheck:
                 offset = self.monitor.clock_offset(joints)
             if offset is None:
                 raise ClockOffsetError(
-                    f"arm {arm!r}: cannot estimate its controller's clock offset: fewer than 5 "
-                    f"joint states on {self.config.arm(arm).joint_states_topic} in 1 s",
+                    f"arm {arm!r}: cannot estimate its controller's clock offset: fewer than 10 "
+                    f"joint states over 0.25 s on {self.config.arm(arm).joint_states_topic} "
+                    f"within {s.server_wait_s} s",
                     {arm: None})
             offsets[arm] = offset
         bad = {a: o for a, o in offsets.items() if abs(o) > s.max_clock_offset_s}
