@@ -204,3 +204,35 @@ def test_tolerances_are_split_by_arm(combined) -> None:
     assert left.goal_time_tolerance == right.goal_time_tolerance == 1.5
     goal.path_tolerance = [JointTolerance(name="elbow_of_nobody", position=0.1)]
     assert not send(client, ex, goal).accepted  # a tolerance for a joint of no arm: refused, nothing moves
+
+
+def test_speed_scaling_topic_retimes_every_arm(combined, ros) -> None:
+    """``~/speed_scaling`` 0.5 while the combined goal runs: each arm gets a second goal, both
+    with one new shared stamp, and the goal succeeds."""
+    import threading
+
+    from std_msgs.msg import Float64
+
+    client, ex, ctl, server = combined({"left": "succeed", "right": "succeed"})
+    pub_node = rclpy.create_node("speed_publisher", context=ros.context)
+    pub = pub_node.create_publisher(Float64, "/mjmr_test_execution/speed_scaling", 10)
+    try:
+        handle = send(client, ex, combined_goal(duration=3.0))
+        assert handle.accepted
+
+        def slow_down() -> None:
+            deadline = time.monotonic() + 10
+            while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.5)
+            pub.publish(Float64(data=0.5))
+        t = threading.Thread(target=slow_down)
+        t.start()
+        res = result(ex, handle, timeout=30.0)
+        t.join(15)
+    finally:
+        pub_node.destroy_node()
+    assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.error_string
+    assert all(len(c.goals) == 2 for c in ctl.values())
+    assert ctl["left"].goals[1].stamp_ns == ctl["right"].goals[1].stamp_ns
+    assert ctl["left"].goals[1].stamp_ns > ctl["left"].goals[0].stamp_ns

@@ -104,3 +104,50 @@ def test_no_false_trip_and_the_report_carries_the_figures(sim, ros, tmp_path) ->
         r = report.arms[arm]
         assert 0.0 < r.max_tracking_error < 0.1 and 0.0 <= r.max_progress_skew < 0.1
         assert "max tracking error" in report.summary()
+
+
+def test_one_speed_for_every_arm(sim, ros, tmp_path) -> None:
+    """1.0 -> 0.5 mid-motion: every arm re-timed together from one new shared stamp (each goal
+    preempted by the rest of its plan at half speed); the run succeeds, the arms keep one plan
+    time, the recording replays clear, and the timeouts follow the slower plan (a 1.0 x duration
+    + 0.5 s budget would end a half-speed run early)."""
+    import threading
+    import time as _time
+
+    from mj_manipulator_ros.check.preflight import scene_checker
+    from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
+
+    node = sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True, "timeout_scaling": 1.0,
+                                              "timeout_margin_s": 0.5}).executor
+    plan = swing_plan(duration=3.0, amplitude=0.5)
+    record = tmp_path / "states.jsonl"
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        changed = {}
+
+        def slow_down() -> None:
+            deadline = _time.monotonic() + 20
+            while (executor.current_stamp is None or executor.now() < executor.current_stamp.seconds + 0.8) \
+                    and _time.monotonic() < deadline:
+                _time.sleep(0.005)
+            changed["ok"] = executor.set_speed(0.5)
+        t = threading.Thread(target=slow_down)
+        t.start()
+        report = executor.execute(plan, record=str(record))
+        t.join(30)
+        assert executor.set_speed(0.5) is False  # nothing running
+        with pytest.raises(ValueError, match=r"in \(0, 1\]"):
+            executor.set_speed(1.5)
+    assert changed["ok"] and report.succeeded, report.summary()
+    goals = {a: [tk.goal for tk in node.arms[a].tickets] for a in ("left", "right")}
+    assert all(len(g) == 2 for g in goals.values())
+    assert goals["left"][1].start_time == goals["right"][1].start_time  # one new shared stamp
+    assert node.arms["left"].tickets[0].error_code == -1  # preempted by the re-timed goal
+    duration = max(r.result_at for r in report.arms.values()) - report.start_stamp
+    assert duration > 3.0 + 0.8  # the rest of the plan ran slower
+    for r in report.arms.values():  # measured 3.8 ms
+        assert r.max_progress_skew < 0.005, report.summary()
+    cfg_full = tiny_config(tmp_path)
+    timeline = timeline_from_recording(load_recording(record),
+                                       {a.name: a.joint_names for a in cfg_full.executor.arms})
+    assert scene_checker(cfg_full.executor).check(timeline=timeline, mode="recorded").collision_free

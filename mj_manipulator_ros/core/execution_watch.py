@@ -28,6 +28,7 @@ import numpy as np
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.sync import PlanClock
 
 #: below this plan speed (norm over the arm's joints, rad/s or m/s) progress is not estimated
 MIN_SPEED = 0.3
@@ -51,12 +52,16 @@ class ExecutionWatch:
     """Args:
         plan: the plan being executed (validated).
         start: the start stamp, s (controllers' clock).
+        clock: plan time from the controllers' clock (after a speed change); default: the
+            plan at speed 1 from ``start``.
         config: tolerances (``execution.path_tolerance_rad``, ``arms[].path_tolerance``,
             ``execution.max_progress_skew_s``).
     """
 
-    def __init__(self, plan: MultiArmPlan, start: float, config: ExecutorConfig) -> None:
+    def __init__(self, plan: MultiArmPlan, start: float, config: ExecutorConfig,
+                 clock: Optional[PlanClock] = None) -> None:
         self.plan, self.start = plan, start
+        self.clock = clock or PlanClock(start)   # plan time from a message stamp
         s = config.execution
         self.max_skew = s.max_progress_skew_s
         half = max(2.0 * self.max_skew, 0.2)     # how far from the plan time progress is sought
@@ -81,7 +86,7 @@ class ExecutionWatch:
         if self.violation is not None:
             return None
         index = {n: k for k, n in enumerate(names)}
-        t = stamp - self.start
+        t = self.clock.plan_time(stamp)
         for arm, joints in self.joints.items():
             if arm in self.done or not all(j in index for j in joints):
                 continue

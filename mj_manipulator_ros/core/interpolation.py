@@ -145,3 +145,18 @@ def resample_to_common_grid(plan: MultiArmPlan, dt: float) -> MultiArmPlan:
             v if kind is not Interpolation.LINEAR else None,
             a if kind is Interpolation.QUINTIC else None, arm=name)
     return MultiArmPlan(arms)
+
+
+def remainder(traj: ArmTrajectory, t0: float, factor: float) -> ArmTrajectory:
+    """The rest of ``traj`` from its plan time ``t0`` on, at ``factor`` times its speed, as a
+    trajectory starting at time 0 (its first point the spline's state at ``t0``; then every
+    later waypoint, at (t - t0) / factor). The path is the plan's: velocities * factor,
+    accelerations * factor^2, the interpolation kind kept."""
+    p, v, a = sample(traj, [t0])
+    later = np.flatnonzero(traj.times > t0 + 1e-6)
+    times = np.concatenate([[0.0], (traj.times[later] - t0) / factor])
+    positions = np.vstack([p, traj.positions[later]])
+    vel = None if traj.velocities is None else np.vstack([v, traj.velocities[later]]) * factor
+    acc = None if traj.accelerations is None else \
+        np.vstack([a, traj.accelerations[later]]) * factor**2
+    return ArmTrajectory(traj.joint_names, times, positions, vel, acc, arm=traj.arm)

@@ -195,3 +195,40 @@ def interrupts_cancel(scope: CancelScope):
     finally:
         if signal.getsignal(signal.SIGINT) is on_sigint:  # unless the body replaced it itself
             signal.signal(signal.SIGINT, previous)
+
+
+class PlanClock:
+    """Plan time as a function of the controllers' clock, piecewise linear: the plan starts at
+    ``stamp`` at speed 1; every :meth:`retime` from a later stamp continues from the plan time
+    reached there at a new speed. Before the first stamp the plan time is negative."""
+
+    def __init__(self, stamp: float) -> None:
+        self._segments: list[tuple[float, float, float]] = [(stamp, 0.0, 1.0)]  # stamp, t0, speed
+        self._lock = threading.Lock()
+
+    def plan_time(self, now: float) -> float:
+        with self._lock:
+            segments = list(self._segments)
+        stamp, t0, speed = segments[0]
+        for seg in segments:
+            if now >= seg[0]:
+                stamp, t0, speed = seg
+        return t0 + (now - stamp) * speed
+
+    @property
+    def speed(self) -> float:
+        with self._lock:
+            return self._segments[-1][2]
+
+    @property
+    def slowest(self) -> float:
+        """The lowest speed any segment has run at (bounds on the whole execution use it)."""
+        with self._lock:
+            return min(seg[2] for seg in self._segments)
+
+    def retime(self, stamp: float, speed: float) -> float:
+        """From ``stamp`` on, the plan runs at ``speed``. Returns the plan time at ``stamp``."""
+        t0 = self.plan_time(stamp)
+        with self._lock:
+            self._segments.append((stamp, t0, speed))
+        return t0

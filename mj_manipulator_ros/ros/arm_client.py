@@ -46,7 +46,7 @@ from rclpy.node import Node
 from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus
-from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate
+from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
 from mj_manipulator_ros.ros.conversion import GoalTolerances, trajectory_msg
 
 #: Discovery poll period (s): rclpy has no event for "action server appeared".
@@ -145,6 +145,14 @@ class ArmRun:
     _watch: Optional["LivenessWatch"] = None
     _handle: object = None           # the accepted goal's handle, once known
     _result_future: object = None
+    _retime: Optional[tuple] = None  # (trajectory, stamp) to replace the running goal with
+    retimes: int = 0                 # goals replaced by a speed change
+
+    def request_retime(self, trajectory: ArmTrajectory, stamp: StartStamp) -> None:
+        """Replace the running goal by ``trajectory`` from ``stamp`` (a speed change). Any
+        thread: the arm's own thread sends it, at its next wake-up."""
+        self._retime = (trajectory, stamp)
+        self.channel.wake()
 
     def _set(self, **changes) -> None:
         self.out = dataclasses.replace(self.out, **changes)
@@ -247,8 +255,18 @@ class ArmRun:
         self._watch = watch
         while True:
             ch.spin_until(lambda: result_future.done() or self.scope.canceled
-                          or watch.probe_answered(),
+                          or watch.probe_answered() or self._retime is not None,
                           min(wall_limit, time.monotonic() + CHECK_PERIOD_S))
+            if self._retime is not None and not self.scope.canceled and not result_future.done():
+                replaced = self._replace_goal(result_future)
+                if replaced is None:
+                    return
+                result_future, stamp_s = replaced
+                budget = self.duration_s * s.timeout_scaling + s.timeout_margin_s
+                deadline = stamp_s + budget
+                wall_limit = time.monotonic() + WALL_BACKSTOP_FACTOR * (deadline - self.now()) \
+                    + WALL_BACKSTOP_S
+                continue
             if result_future.done():
                 self._finish(result_future.result(), stopping=False)
                 return
@@ -270,6 +288,35 @@ class ArmRun:
                 self._fail(FailureReason.FEEDBACK_TIMEOUT,
                            f"{ch.arm.action_name}: {verdict}: the controller is presumed dead")
                 return
+
+    def _replace_goal(self, old_future):
+        """Send the retimed goal (it preempts the running one at the controller); switch to it.
+        Returns (its result future, its stamp in s), or None after failing the scope."""
+        ch, s = self.channel, self.settings
+        trajectory, stamp = self._retime
+        self._retime = None
+        goal = FollowJointTrajectory.Goal()
+        goal.trajectory = trajectory_msg(trajectory, stamp)
+        if self.tolerances is not None:
+            self.tolerances.fill(goal)
+        send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
+        if not ch.spin_until(lambda: send_future.done() or self.scope.canceled,
+                             time.monotonic() + s.accept_wait_s) or not send_future.done():
+            if not self.scope.canceled:
+                self._fail(FailureReason.NO_RESPONSE, "no accept/reject of the retimed goal "
+                           f"within {s.accept_wait_s} s")
+            return None  # the running goal is canceled by run() on the way out
+        handle = send_future.result()
+        if not handle.accepted:
+            self._fail(FailureReason.GOAL_REJECTED, f"retimed goal rejected by {ch.arm.action_name}")
+            return None
+        self._handle = handle
+        self._result_future = handle.get_result_async()
+        self.duration_s = trajectory.duration
+        self.retimes += 1
+        # the replaced goal ends preempted: its result is not this arm's outcome
+        ch.spin_until(old_future.done, time.monotonic() + s.cancel_wait_s)
+        return self._result_future, stamp.seconds
 
     def _send_probe(self):
         """A CancelGoal request for a goal id that does not exist: cancels nothing; an answer

@@ -16,6 +16,8 @@ MoveIt (or anything else) sends one trajectory over the joints of several arms t
 - publishes feedback merged from the arms' feedback (joint names in the goal's order; the
   desired/actual/error arrays are filled once every arm has reported them);
 - on cancel of the combined goal, cancels every arm and waits for each stop to be confirmed;
+- ``~/speed_scaling`` (std_msgs/Float64, 0 < f <= 1) re-times every arm of the running goal
+  together (``MultiArmExecutor.set_speed``);
 - ends SUCCEEDED (error_code 0), CANCELED (0), or ABORTED with the first failure's error_code
   (-1 INVALID_GOAL when the failure carries none) and an error_string naming the arm.
 """
@@ -30,6 +32,7 @@ from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from std_msgs.msg import Float64
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ExecutorConfig
@@ -73,6 +76,8 @@ class CombinedTrajectoryServer:
         self._arm_feedback: dict[str, FollowJointTrajectory.Feedback] = {}
         self._goal_joints: list[str] = []
         executor.on_feedback = self._on_arm_feedback
+        self._speed = node.create_subscription(Float64, "~/speed_scaling", self._on_speed, 10,
+                                               callback_group=ReentrantCallbackGroup())
         self._server = ActionServer(
             node, FollowJointTrajectory, action_name, self._execute,
             goal_callback=self._on_goal, handle_accepted_callback=self._on_accepted,
@@ -170,6 +175,16 @@ class CombinedTrajectoryServer:
         code = report.first_failure.error_code if report.first_failure else None
         return Result(error_code=code if code else Result.INVALID_GOAL, error_string=message)
 
+    def _on_speed(self, msg: Float64) -> None:
+        """``~/speed_scaling`` (0 < f <= 1): every arm of the running goal re-timed together."""
+        try:
+            changed = self.executor.set_speed(float(msg.data))
+        except ValueError as exc:
+            self.node.get_logger().error(f"speed_scaling: {exc}")
+            return
+        self.node.get_logger().info(f"speed_scaling {msg.data:g}: "
+                                    + ("every arm re-timed" if changed else "no goal running"))
+
     def _on_arm_feedback(self, arm: str, feedback: FollowJointTrajectory.Feedback) -> None:
         with self._feedback_lock:
             handle = self._goal_handle
@@ -180,6 +195,7 @@ class CombinedTrajectoryServer:
         handle.publish_feedback(merged)
 
     def destroy(self) -> None:
+        self.node.destroy_subscription(self._speed)
         self._server.destroy()
 
 

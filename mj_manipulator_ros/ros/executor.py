@@ -22,6 +22,7 @@ import time
 import uuid
 from typing import Callable, Mapping, Optional
 
+import numpy as np
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -31,11 +32,12 @@ from mj_manipulator_ros.core.config import ExecutionSettings, ExecutorConfig
 from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.errors import ExecutionRefusedError, StartStateError
 from mj_manipulator_ros.core.execution_watch import ExecutionWatch
+from mj_manipulator_ros.core.interpolation import remainder
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus)
 from mj_manipulator_ros.core.sync import (
-    CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel)
+    CancelScope, Failure, FailureReason, PlanClock, StartGate, StartStamp, interrupts_cancel)
 from mj_manipulator_ros.core.validation import validate_plan
 from mj_manipulator_ros.ros.arm_client import (
     CHECK_PERIOD_S, WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_S, ArmChannel, ArmRun, FeedbackHook,
@@ -97,6 +99,8 @@ class MultiArmExecutor:
         self._stuck: set[str] = set()              # arms whose thread outlived its join
         self._closed = False
         self._watch: ExecutionWatch | None = None  # the running execution's watch
+        self._running: tuple | None = None          # (plan, runs, plan clock, scope) while it runs
+        self._retime_lock = threading.Lock()        # one speed change at a time
         self.on_feedback: FeedbackHook | None = None
         #: the start stamp of the running execution (None between executions), for tools that
         #: act at a point of the motion (e.g. the HIL stop-latency stage)
@@ -280,10 +284,15 @@ class MultiArmExecutor:
                 t.start()
             stamp = self._open_gate(gate, scope, s, plan, runs)
             watch = self._watch
-            self._wait(finished, threads, scope, join_budget(s, plan.duration))
+            clock = watch.clock if watch is not None else None
+            started = time.monotonic()
+            self._wait(finished, threads, scope, lambda: started + join_budget(
+                s, plan.duration / (clock.slowest if clock is not None else 1.0)))
         finally:
             self.monitor.listener = None
             self._watch = None
+            with self._scope_lock:
+                self._running = None
             self.current_stamp = None
         reports = {a: r.report() for a, r in runs.items()}
         if watch is not None:
@@ -302,12 +311,43 @@ class MultiArmExecutor:
         return ExecutionReport(_overall(reports, scope.failure),
                                None if stamp is None else stamp.seconds, scope.failure, reports)
 
+    def set_speed(self, factor: float) -> bool:
+        """Change the speed of the running execution, every arm together (any thread): from the
+        plan time reached at a new shared stamp (now + start lead), each arm gets the rest of its
+        plan at ``factor`` times the plan's speed, preempting its running goal; the arms keep
+        one plan time between them. Returns False when nothing is running (or the plan will be
+        over by the new stamp).
+
+        Raises:
+            ValueError: ``factor`` not in (0, 1].
+        """
+        if not (np.isfinite(factor) and 0.0 < factor <= 1.0):
+            raise ValueError(f"speed factor must be in (0, 1], got {factor!r}")
+        with self._scope_lock:
+            running = self._running
+        if running is None:
+            return False
+        plan, runs, clock, scope = running
+        with self._retime_lock:
+            now_ns = self._clock_node.get_clock().now().nanoseconds
+            stamp = StartStamp.after(now_ns, self.config.execution.start_lead_s)
+            t0 = clock.plan_time(stamp.seconds)
+            if scope.canceled or t0 >= plan.duration - 1e-3:
+                return False
+            clock.retime(stamp.seconds, factor)
+            for arm, run in runs.items():
+                run.request_retime(remainder(plan[arm], max(t0, 0.0), factor), stamp)
+        return True
+
     def _start_watch(self, plan: MultiArmPlan, stamp: StartStamp, scope: CancelScope,
                      runs: Mapping[str, ArmRun]) -> None:
         """Watch the joint states from the stamp on: a tracking error or arms out of step fail
         the execution like any failure (every arm canceled and confirmed)."""
-        watch = ExecutionWatch(plan, stamp.seconds, self.config)
+        clock = PlanClock(stamp.seconds)
+        watch = ExecutionWatch(plan, stamp.seconds, self.config, clock)
         self._watch = watch
+        with self._scope_lock:
+            self._running = (plan, runs, clock, scope)
 
         def on_joint_state(names, positions, msg_stamp: float) -> None:
             for arm, run in runs.items():
@@ -342,17 +382,17 @@ class MultiArmExecutor:
 
     @staticmethod
     def _wait(finished: "_Countdown", threads: list[threading.Thread], scope: CancelScope,
-              budget: float) -> None:
-        """Wait (within ``budget`` s of wall time) until every arm thread has finished, then join
-        them. The wait is on a condition the arm threads signal, never an interrupted
+              deadline: Callable[[], float]) -> None:
+        """Wait (until the monotonic ``deadline()``) until every arm thread has finished, then
+        join them. The wait is on a condition the arm threads signal, never an interrupted
         ``Thread.join`` (after a KeyboardInterrupt inside ``join``, CPython may report a running
         thread as finished: bpo-21822). A KeyboardInterrupt that still arrives (a caller's own
         SIGINT handler raising it) cancels every arm and the wait goes on."""
-        deadline = time.monotonic() + budget
         while True:
-            try:
-                finished.wait(max(0.0, deadline - time.monotonic()))
-                break
+            try:  # the deadline moves when the speed changes: re-read it every second
+                remaining = deadline() - time.monotonic()
+                if finished.wait(max(0.0, min(remaining, 1.0))) or remaining <= 1.0:
+                    break
             except KeyboardInterrupt:
                 scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
                                    "interrupted (Ctrl-C)"))
