@@ -8,6 +8,8 @@
    whose stamp shows the threshold crossed (the same watch replayed over the recorded messages)
    to the peer's cancel request, in ms and in joint-state periods (median, p99).
 3. False trips: synchronized executions of the wave plan on the healthy pair (none expected).
+4. Speed change: 1.0 -> 0.5 one second into the wave plan; the largest progress skew between
+   the arms the watch measured (the arms should keep one plan time).
 
 Usage: python bench/watch_bench.py [--runs 20] [--clean 100]
 """
@@ -85,6 +87,25 @@ def executions(runs: int, clean: int) -> dict:
                     if f is not None and f.reason in (FailureReason.TRACKING_ERROR,
                                                       FailureReason.PROGRESS_SKEW):
                         false_trips += 1
+                # one speed for every arm: 1.0 -> 0.5 a second into the wave plan
+                import threading
+                skews = []
+                for _ in range(5):
+                    def slow_down() -> None:
+                        deadline = time.monotonic() + 30
+                        while (executor.current_stamp is None or executor.now()
+                               < executor.current_stamp.seconds + 1.0) and time.monotonic() < deadline:
+                            time.sleep(0.005)
+                        executor.set_speed(0.5)
+                    t = threading.Thread(target=slow_down)
+                    t.start()
+                    report = executor.execute(wave)
+                    t.join(30)
+                    if report.succeeded:
+                        skews.append(max(r.max_progress_skew for r in report.arms.values()))
+                    measured = executor.start_check.measured(wave.arm_names)
+                    executor.execute(approach_plan(config, measured, {
+                        a: wave[a].positions[0] for a in wave.arm_names}, 0.5))
                 sim.set_faults("right", command_latency_s=0.15)
                 for k in range(runs):
                     record = tmp / f"run{k}.jsonl"
@@ -113,6 +134,8 @@ def executions(runs: int, clean: int) -> dict:
             sim.close()
     lat = np.array(latencies) * 1e3
     return {
+        "speed_change_runs": len(skews),
+        "speed_change_progress_skew_ms_max": round(max(skews) * 1e3, 1) if skews else None,
         "clean_runs": clean, "false_trips": false_trips,
         "lag_runs": runs, "lag_outcomes": reasons,
         "detection_ms_median": round(float(np.median(lat)), 1) if lat.size else None,

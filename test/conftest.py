@@ -151,3 +151,22 @@ def processes():
     procs = Processes()
     yield procs
     procs.close()
+
+
+@pytest.fixture
+def tiny_sim(ros, tmp_path):
+    """Factory: ``tiny_sim(**faults) -> SimNode`` of the tiny two-arm scene, real time, sim
+    time, with ``faults`` per arm; closed after the test."""
+    from mj_manipulator_ros.sim.sim_node import SimNode
+    from tiny_arm import tiny_config
+
+    made = []
+
+    def make(**faults):
+        node = SimNode(tiny_config(tmp_path, sim={"real_time_factor": 1.0, "faults": faults}),
+                       context=ros.context).start()
+        made.append(node)
+        return node
+    yield make
+    for node in made:
+        node.close()

@@ -14,7 +14,6 @@ from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import ArmStatus
 from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
-from mj_manipulator_ros.sim.sim_node import SimNode
 from tiny_arm import tiny_config
 
 
@@ -54,25 +53,11 @@ def test_the_estimator_recovers_a_known_lag() -> None:
     assert tripped.max_tracking_error["left"] < 1e-9
 
 
-@pytest.fixture
-def sim(ros, tmp_path):
-    made = []
-
-    def make(**faults):
-        node = SimNode(tiny_config(tmp_path, sim={"real_time_factor": 1.0, "faults": faults}),
-                       context=ros.context).start()
-        made.append(node)
-        return node
-    yield make
-    for node in made:
-        node.close()
-
-
-def test_a_lagging_arm_is_caught_and_every_arm_stopped(sim, ros, tmp_path) -> None:
+def test_a_lagging_arm_is_caught_and_every_arm_stopped(tiny_sim, ros, tmp_path) -> None:
     """150 ms of command latency on the right arm: caught as progress_skew or tracking_error on
     the message that crosses the threshold (checked against the recorded joint states), the left
     arm canceled and its stop confirmed (regression: the pair ran on, out of step)."""
-    node = sim(right={"command_latency_s": 0.15})
+    node = tiny_sim(right={"command_latency_s": 0.15})
     config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
     record = tmp_path / "states.jsonl"
     with MultiArmExecutor(config, context=ros.context) as executor:
@@ -94,8 +79,8 @@ def test_a_lagging_arm_is_caught_and_every_arm_stopped(sim, ros, tmp_path) -> No
     assert f.error_string and ("ms behind" in f.error_string or "from the plan" in f.error_string)
 
 
-def test_no_false_trip_and_the_report_carries_the_figures(sim, ros, tmp_path) -> None:
-    sim()
+def test_no_false_trip_and_the_report_carries_the_figures(tiny_sim, ros, tmp_path) -> None:
+    tiny_sim()
     config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
     with MultiArmExecutor(config, context=ros.context) as executor:
         report = executor.execute(swing_plan())
@@ -106,7 +91,7 @@ def test_no_false_trip_and_the_report_carries_the_figures(sim, ros, tmp_path) ->
         assert "max tracking error" in report.summary()
 
 
-def test_one_speed_for_every_arm(sim, ros, tmp_path) -> None:
+def test_one_speed_for_every_arm(tiny_sim, ros, tmp_path) -> None:
     """1.0 -> 0.5 mid-motion: every arm re-timed together from one new shared stamp (each goal
     preempted by the rest of its plan at half speed); the run succeeds, the arms keep one plan
     time, the recording replays clear, and the timeouts follow the slower plan (a 1.0 x duration
@@ -117,7 +102,7 @@ def test_one_speed_for_every_arm(sim, ros, tmp_path) -> None:
     from mj_manipulator_ros.check.preflight import scene_checker
     from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
 
-    node = sim()
+    node = tiny_sim()
     config = tiny_config(tmp_path, execution={"use_sim_time": True, "timeout_scaling": 1.0,
                                               "timeout_margin_s": 0.5}).executor
     plan = swing_plan(duration=3.0, amplitude=0.5)
@@ -145,8 +130,10 @@ def test_one_speed_for_every_arm(sim, ros, tmp_path) -> None:
     assert node.arms["left"].tickets[0].error_code == -1  # preempted by the re-timed goal
     duration = max(r.result_at for r in report.arms.values()) - report.start_stamp
     assert duration > 3.0 + 0.8  # the rest of the plan ran slower
-    for r in report.arms.values():  # measured 3.8 ms
-        assert r.max_progress_skew < 0.005, report.summary()
+    # one plan time between the arms: far inside the 0.1 s threshold (measured 3.8 ms on an
+    # idle machine; the figure lives in bench/watch_bench.py, this bound survives a loaded one)
+    for r in report.arms.values():
+        assert r.max_progress_skew < 0.02, report.summary()
     cfg_full = tiny_config(tmp_path)
     timeline = timeline_from_recording(load_recording(record),
                                        {a.name: a.joint_names for a in cfg_full.executor.arms})

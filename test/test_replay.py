@@ -149,6 +149,16 @@ def brute_force_min_distance(checker, plan, per_second=2000) -> float:
     return best
 
 
+def agree_with_reference(report, reference: float, margin: float, counts: dict) -> None:
+    """The checker's verdict against a brute-force minimum distance (both ways), counted."""
+    if report.collision_free:
+        counts["clear"] += 1
+        assert reference >= margin, (report.summary(), reference)
+    if reference < margin:
+        counts["colliding"] += 1
+        assert not report.collision_free, (report.summary(), reference)
+
+
 @pytest.mark.parametrize("with_velocities, seed", [(False, 11), (True, 2)])
 def test_continuous_guarantee_against_brute_force(tmp_path, with_velocities, seed) -> None:
     """Random plans of arms reaching toward each other, few waypoints (big steps): whenever the
@@ -156,7 +166,7 @@ def test_continuous_guarantee_against_brute_force(tmp_path, with_velocities, see
     when the brute force finds contact, the checker does too. Both verdicts must occur."""
     checker, _ = checker_for(scene_config(tmp_path, separation=1.05))
     rng = np.random.default_rng(seed)  # seeds chosen so that both verdicts occur
-    clear, colliding = 0, 0
+    counts = {"clear": 0, "colliding": 0}
     for _ in range(12):
         times = np.linspace(0, 1, 4)
         left = np.stack([rng.uniform(0.0, 1.3, 4), rng.uniform(-1, 1, 4)], 1)
@@ -168,14 +178,8 @@ def test_continuous_guarantee_against_brute_force(tmp_path, with_velocities, see
             "right": ArmTrajectory(("right_j1", "right_j2"), times, right,
                                    vel(right) if with_velocities else None)})
         report = checker.check(plan)
-        reference = brute_force_min_distance(checker, plan)
-        if report.collision_free:
-            clear += 1
-            assert reference >= checker.margin, (report.summary(), reference)
-        if reference < checker.margin:
-            colliding += 1
-            assert not report.collision_free, (report.summary(), reference)
-    assert clear >= 1 and colliding >= 1, (clear, colliding)
+        agree_with_reference(report, brute_force_min_distance(checker, plan), checker.margin, counts)
+    assert counts["clear"] >= 1 and counts["colliding"] >= 1, counts
 
 
 def test_recorded_mode(tmp_path) -> None:
@@ -405,7 +409,7 @@ def test_every_joint_order_gives_the_same_certificate(tmp_path) -> None:
     checkers = {o: checker_for(arm3_config(tmp_path, o))[0] for o in PERMUTATIONS}
     rng = np.random.default_rng(5)
     times = np.linspace(0.0, 1.0, 4)
-    clear = colliding = 0
+    counts = {"clear": 0, "colliding": 0}
     for _ in range(10):
         canonical = {"left": np.column_stack([rng.uniform(-0.6, 0.6, 4), rng.uniform(-0.5, 0.5, 4),
                                               rng.uniform(-1.5, 1.5, 4)]),
@@ -418,13 +422,8 @@ def test_every_joint_order_gives_the_same_certificate(tmp_path) -> None:
                 (base.collision_free, base.extra_states_checked, base.colliding_states), o
         reference = brute_force_min_distance(checkers[PERMUTATIONS[0]],
                                              arm3_plan(canonical, times, PERMUTATIONS[0]))
-        if base.collision_free:
-            clear += 1
-            assert reference >= base.margin, (base.summary(), reference)
-        if reference < base.margin:
-            colliding += 1
-            assert not base.collision_free, (base.summary(), reference)
-    assert clear >= 1 and colliding >= 1, (clear, colliding)
+        agree_with_reference(base, reference, base.margin, counts)
+    assert counts["clear"] >= 1 and counts["colliding"] >= 1, counts
 
 
 def test_an_arm_on_a_rail_is_certified_soundly(tmp_path) -> None:
@@ -524,7 +523,7 @@ def test_band_certificate_against_brute_force(tmp_path, seed) -> None:
     too. Both verdicts occur."""
     checker, _ = checker_for(scene_config(tmp_path, separation=1.05))
     rng = np.random.default_rng(seed)
-    clear = colliding = 0
+    counts = {"clear": 0, "colliding": 0}
     for _ in range(5):
         times = np.linspace(0, 1, 5)
         left = np.stack([rng.uniform(0.0, 1.3, 5), rng.uniform(-1, 1, 5)], 1)
@@ -532,10 +531,5 @@ def test_band_certificate_against_brute_force(tmp_path, seed) -> None:
         plan = plan_of(left, right, times)
         report = checker.check(plan, mode="band", skew=0.1)
         reference, _ = brute_force_band(checker, plan, 0.1, step=0.004)
-        if report.collision_free:
-            clear += 1
-            assert reference >= checker.margin, (report.summary(), reference)
-        if reference < checker.margin:
-            colliding += 1
-            assert not report.collision_free, (report.summary(), reference)
-    assert clear >= 1 and colliding >= 1, (clear, colliding)
+        agree_with_reference(report, reference, checker.margin, counts)
+    assert counts["clear"] >= 1 and counts["colliding"] >= 1, counts

@@ -14,22 +14,7 @@ from mj_manipulator_ros.core.errors import StartStateError
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionStatus
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
-from mj_manipulator_ros.sim.sim_node import SimNode
 from tiny_arm import tiny_config
-
-
-@pytest.fixture
-def sim(ros, tmp_path):
-    made = []
-
-    def make(**sim_settings):
-        node = SimNode(tiny_config(tmp_path, sim={"real_time_factor": 1.0, **sim_settings}),
-                       context=ros.context).start()
-        made.append(node)
-        return node
-    yield make
-    for node in made:
-        node.close()
 
 
 def plan_from(start: dict, duration: float = 1.0) -> MultiArmPlan:
@@ -41,11 +26,11 @@ def plan_from(start: dict, duration: float = 1.0) -> MultiArmPlan:
                          for a, q0 in start.items()})
 
 
-def test_a_plan_that_starts_elsewhere_is_refused_and_nothing_moves(sim, ros, tmp_path) -> None:
+def test_a_plan_that_starts_elsewhere_is_refused_and_nothing_moves(tiny_sim, ros, tmp_path) -> None:
     """The first waypoint 1.5 rad from where the arm is: refused before any goal, naming arm,
     joint, measured, planned and tolerance (regression: the controller jumped there within the
     lead at 9 rad/s and the goal SUCCEEDED)."""
-    node = sim()
+    node = tiny_sim()
     config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
     with MultiArmExecutor(config, context=ros.context) as executor:
         with pytest.raises(StartStateError) as info:
@@ -56,8 +41,8 @@ def test_a_plan_that_starts_elsewhere_is_refused_and_nothing_moves(sim, ros, tmp
     assert node.arms["left"].tickets == [] and node.arms["right"].tickets == []
 
 
-def test_approach_moves_there_first_within_the_limits(sim, ros, tmp_path) -> None:
-    node = sim()
+def test_approach_moves_there_first_within_the_limits(tiny_sim, ros, tmp_path) -> None:
+    node = tiny_sim()
     config = tiny_config(tmp_path, execution={"use_sim_time": True,
                                               "approach_speed_fraction": 0.5}).executor
     target = {"left": [0.6, -0.3], "right": [-0.4, 0.2]}
@@ -96,13 +81,13 @@ def test_a_stale_joint_state_is_refused(ros, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("offset, refused", [(0.05, True), (0.002, False)])
-def test_a_controller_clock_off_by_50_ms_is_refused(sim, ros, tmp_path, offset, refused) -> None:
+def test_a_controller_clock_off_by_50_ms_is_refused(tiny_sim, ros, tmp_path, offset, refused) -> None:
     """The right arm's controller clock runs ``offset`` ahead (its joint-state stamps and its
     reading of goal stamps): 50 ms is refused before any goal, reporting 50 +- 5 ms; 2 ms runs
     (regression: the arm silently started 50 ms off)."""
     from mj_manipulator_ros.core.errors import ClockOffsetError
 
-    node = sim(faults={"right": {"clock_offset_s": offset}})
+    node = tiny_sim(right={"clock_offset_s": offset})
     config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
     with MultiArmExecutor(config, context=ros.context) as executor:
         plan = plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]})
@@ -119,7 +104,7 @@ def test_a_controller_clock_off_by_50_ms_is_refused(sim, ros, tmp_path, offset, 
             assert report.succeeded, report.summary()
 
 
-def test_the_combined_action_rejects_a_plan_that_starts_elsewhere(sim, ros, tmp_path) -> None:
+def test_the_combined_action_rejects_a_plan_that_starts_elsewhere(tiny_sim, ros, tmp_path) -> None:
     """Decided at the goal callback: a rejection (no result, nothing moves)."""
     from control_msgs.action import FollowJointTrajectory
     from rclpy.action import ActionClient
@@ -130,7 +115,7 @@ def test_the_combined_action_rejects_a_plan_that_starts_elsewhere(sim, ros, tmp_
     from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
     from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
-    node = sim()
+    node = tiny_sim()
     config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
     executor = MultiArmExecutor(config, context=ros.context)
     server_node = rclpy.create_node("start_state_execution", context=ros.context)
