@@ -74,11 +74,23 @@ class ExecutionWatch:
             self.joints[arm] = names
             self.tolerance[arm] = np.array([cfg.path_tolerance.get(j, s.path_tolerance_rad)
                                             for j in names])
+        # the plan sampled once on the progress grid (the search slices it; no spline is
+        # evaluated per message for it)
+        self._dense = {}
+        for arm in plan.arm_names:
+            grid = np.arange(0.0, plan[arm].duration + TAU_STEP_S / 2, TAU_STEP_S)
+            p, v, _ = sample(plan[arm], grid)
+            self._dense[arm] = (grid, p, v)
         self.max_tracking_error = {a: 0.0 for a in plan.arm_names}
         self.max_progress_skew = 0.0
         self._progress: dict[str, tuple[float, float]] = {}  # arm -> (plan time, progress)
         self.done: set[str] = set()   # arms no longer watched (their goal ended)
         self.violation: Optional[Violation] = None
+
+    def set_start(self, start: float) -> None:
+        """The start stamp, once known (the watch is built before it, off the stamp's path)."""
+        self.start = start
+        self.clock = PlanClock(start)
 
     def on_joint_state(self, names: Sequence[str], positions: Sequence[float],
                        stamp: float) -> Optional[Violation]:
@@ -92,8 +104,7 @@ class ExecutionWatch:
                 continue
             q = np.array([positions[index[j]] for j in joints])
             traj = self.plan[arm]
-            p, v, _ = sample(traj, [min(max(t, traj.times[0]), traj.times[-1])])
-            err = q - p[0]
+            err = q - self._planned(arm, t)
             tol = self.tolerance[arm]
             self.max_tracking_error[arm] = max(self.max_tracking_error[arm],
                                                float(np.max(np.abs(err), initial=0.0)))
@@ -104,19 +115,33 @@ class ExecutionWatch:
                                   f"joint {joints[k]!r} is {err[k]:+.4f} from the plan at plan time "
                                   f"{t:.3f} s, beyond its path tolerance {tol[k]:g}")
             if 0.0 <= t <= traj.duration:
-                progress = self._progress_of(traj, q, t)
+                progress = self._progress_of(arm, q, t)
                 if progress is not None:
                     self._progress[arm] = (t, progress)
         return self._skew(t)
 
-    def _progress_of(self, traj, q: np.ndarray, t: float) -> Optional[float]:
+    def _planned(self, arm: str, t: float) -> np.ndarray:
+        """The plan's position at plan time t (J,), linear between the dense samples (within
+        a * TAU_STEP_S^2 / 8 of the spline: 0.06 mrad at 20 rad/s^2), held before and after."""
+        grid, dense_p, _ = self._dense[arm]
+        x = min(max(t, 0.0), float(grid[-1])) / TAU_STEP_S
+        i = min(int(x), grid.size - 2) if grid.size > 1 else 0
+        if grid.size == 1:
+            return dense_p[0]
+        w = x - i
+        return dense_p[i] * (1.0 - w) + dense_p[i + 1] * w
+
+    def _progress_of(self, arm: str, q: np.ndarray, t: float) -> Optional[float]:
         """The plan time near t whose pose is nearest ``q``, searched only where the plan keeps
         moving the way it moves at t (no reversal: an out-and-back path passes every pose twice,
         and a pose near its turn would otherwise match either side). None when that cannot be
         decided: the plan is slow at t, or the nearest pose lies at the edge of that stretch."""
-        taus = np.clip(t + self._offsets, 0.0, traj.duration)
-        ps, vs, _ = sample(traj, taus)
-        centre = int(np.argmin(np.abs(taus - t)))
+        grid, dense_p, dense_v = self._dense[arm]
+        half = self._offsets.size // 2
+        i0 = int(np.clip(round(t / TAU_STEP_S), 0, grid.size - 1))
+        first, last = max(i0 - half, 0), min(i0 + half, grid.size - 1)
+        taus, ps, vs = grid[first:last + 1], dense_p[first:last + 1], dense_v[first:last + 1]
+        centre = i0 - first
         v0 = vs[centre]
         if np.linalg.norm(v0) < MIN_SPEED:
             return None

@@ -37,7 +37,7 @@ from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus)
 from mj_manipulator_ros.core.sync import (
-    CancelScope, Failure, FailureReason, PlanClock, StartGate, StartStamp, interrupts_cancel)
+    CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel)
 from mj_manipulator_ros.core.validation import validate_plan
 from mj_manipulator_ros.ros.arm_client import (
     CHECK_PERIOD_S, WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_S, ArmChannel, ArmRun, FeedbackHook,
@@ -277,14 +277,15 @@ class MultiArmExecutor:
                 finished.count_down(arm)
         threads = [threading.Thread(target=arm_main, args=(a, r), name=f"mjmr-arm-{a}",
                                     daemon=True) for a, r in runs.items()]
+        self._watch = ExecutionWatch(plan, 0.0, self.config)  # started with the stamp
         stamp: StartStamp | None = None
         watch: ExecutionWatch | None = None
         try:
             for t in threads:
                 t.start()
-            stamp = self._open_gate(gate, scope, s, plan, runs)
             watch = self._watch
-            clock = watch.clock if watch is not None else None
+            stamp = self._open_gate(gate, scope, s, plan, runs)
+            clock = watch.clock if stamp is not None else None
             started = time.monotonic()
             self._wait(finished, threads, scope, lambda: started + join_budget(
                 s, plan.duration / (clock.slowest if clock is not None else 1.0)))
@@ -295,7 +296,7 @@ class MultiArmExecutor:
                 self._running = None
             self.current_stamp = None
         reports = {a: r.report() for a, r in runs.items()}
-        if watch is not None:
+        if stamp is not None:
             reports = {a: dataclasses.replace(r, max_tracking_error=watch.max_tracking_error[a],
                                               max_progress_skew=watch.max_progress_skew)
                        for a, r in reports.items()}
@@ -343,11 +344,10 @@ class MultiArmExecutor:
                      runs: Mapping[str, ArmRun]) -> None:
         """Watch the joint states from the stamp on: a tracking error or arms out of step fail
         the execution like any failure (every arm canceled and confirmed)."""
-        clock = PlanClock(stamp.seconds)
-        watch = ExecutionWatch(plan, stamp.seconds, self.config, clock)
-        self._watch = watch
+        watch = self._watch  # built before the stamp (sampling the plan is off its path)
+        watch.set_start(stamp.seconds)
         with self._scope_lock:
-            self._running = (plan, runs, clock, scope)
+            self._running = (plan, runs, watch.clock, scope)
 
         def on_joint_state(names, positions, msg_stamp: float) -> None:
             for arm, run in runs.items():
