@@ -93,6 +93,46 @@ def _sim(args: argparse.Namespace) -> int:
                    record=args.record)
 
 
+def _scene_info(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from mj_manipulator_ros.core.errors import MjManipulatorError
+    from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.sim.sim_config import sim_config
+
+    try:
+        cfg = sim_config(load_config(args.config))
+        if args.control_rate is not None:
+            if not args.control_rate > 0:
+                raise MjManipulatorError(f"--control-rate must be > 0 Hz, got {args.control_rate}")
+            cfg = dataclasses.replace(cfg, sim=dataclasses.replace(
+                cfg.sim, control_rate_hz=args.control_rate))
+        if args.timestep is not None:
+            if not args.timestep > 0:
+                raise MjManipulatorError(f"--timestep must be > 0 s, got {args.timestep}")
+            cfg = dataclasses.replace(cfg, scene=dataclasses.replace(cfg.scene, timestep=args.timestep))
+        scene = cfg.build_scene()
+    except MjManipulatorError as exc:
+        print(f"scene-info: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    step = scene.step
+    if args.json:
+        print(json.dumps({"config": args.config, "control_rate_hz": cfg.sim.control_rate_hz,
+                          "gravity_compensation": cfg.sim.gravity_compensation.value,
+                          **step.to_dict()}, indent=2))
+        return EXIT_OK
+    print(step.summary())
+    print(f"gravity compensation: {cfg.sim.gravity_compensation.value}; integrator "
+          f"{cfg.scene.option.integrator}; {scene.model.nbody} bodies, {scene.model.njnt} joints, "
+          f"{scene.model.nu} actuators")
+    print(f"{'cap':<11} {'element':<52} {'max step ms':>11} {'ok':>3}  cost at this step")
+    for c in sorted(step.caps, key=lambda c: (c.max_step, c.cap, c.element)):
+        print(f"{c.cap:<11} {c.element[:52]:<52} {c.max_step * 1e3:>11.3f} "
+              f"{'yes' if c.ok else 'NO':>3}  {c.cost}")
+    return EXIT_OK
+
+
 def _check_plan(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
@@ -195,6 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--record", help="write /joint_states to this file (JSON lines) while running")
     p.add_argument("ros_args", nargs=argparse.REMAINDER, help="--ros-args ... (optional)")
     p.set_defaults(func=_sim)
+
+    p = sub.add_parser("scene-info", help="the simulator's physics step, the cap that bound it, "
+                                          "every cap record")
+    p.add_argument("--config", required=True, help="configuration with arms, scene and sim")
+    p.add_argument("--control-rate", type=float, metavar="HZ", help="instead of sim.control_rate_hz")
+    p.add_argument("--timestep", type=float, metavar="S", help="pin the step (instead of scene.timestep)")
+    p.add_argument("--json", action="store_true", help="print everything as JSON")
+    p.set_defaults(func=_scene_info)
 
     p = sub.add_parser("execute", help="run a plan file on live controllers, synchronized")
     p.add_argument("plan", help="plan file (.yaml/.yml/.json), see docs/files.md")

@@ -15,7 +15,7 @@ from mj_manipulator_ros.core.config import config_from_mapping, load_config
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.resources import config_file
 from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
-from mj_manipulator_ros.model.physics_check import choose_timestep, servo_checks
+from mj_manipulator_ros.model.step_caps import choose_step, step_caps
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.sim_config import sim_config
 from tiny_arm import tiny_config
@@ -76,17 +76,15 @@ def test_unknown_model_scheme(tmp_path) -> None:
 
 def test_step_check_warns_and_auto_picks_a_stable_step(tmp_path, caplog) -> None:
     scene = tiny_config(tmp_path).build_scene()
-    checks = servo_checks(scene.model, scene.arms.values(), scene.initial_qpos, 0.05)
-    assert not all(c.ok for c in checks)  # 50 ms is far too coarse for these servos
-    c = checks[0]
-    assert c.omega == pytest.approx(np.sqrt(150 / c.inertia))
+    args = (scene.model, scene.arms.values(), scene.initial_qpos)
+    servos = [c for c in step_caps(*args, 0.05) if c.cap == "servo"]
+    assert not all(c.ok for c in servos)  # 50 ms is far too coarse for these servos
     with caplog.at_level(logging.WARNING):
-        dt = choose_timestep(scene.model, scene.arms.values(), scene.initial_qpos, 0.05,
-                             max_halvings=0)
-    assert dt == 0.05 and "timestep 0.05 s is too large for the servo of left_j1" in caplog.text
-    dt = choose_timestep(scene.model, scene.arms.values(), scene.initial_qpos, 0.05)
-    assert all(c.ok for c in servo_checks(scene.model, scene.arms.values(), scene.initial_qpos, dt))
-    assert not all(c.ok for c in servo_checks(scene.model, scene.arms.values(), scene.initial_qpos, 2 * dt))
+        choice = choose_step(*args, 0.05, max_halvings=0)
+    assert choice.timestep == 0.05 and "breaks the servo cap: joint left_j" in caplog.text
+    dt = choose_step(*args, 0.05).timestep
+    assert all(c.ok for c in step_caps(*args, dt))
+    assert not all(c.ok for c in step_caps(*args, 2 * dt))
 
 
 def test_openarm_config_loads_with_auto_timestep() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
 import typing
 from typing import Any, Mapping, TypeVar
 
@@ -102,6 +103,8 @@ def settings_table(cls: type, key_header: str = "key") -> str:
         if f.metadata.get("internal"):
             continue
         default = "" if f.default is dataclasses.MISSING else f.default
+        if isinstance(default, enum.Enum):
+            default = default.value
         shown = {True: "true", False: "false", None: "unset"}.get(default, default) \
             if isinstance(default, (bool, type(None))) else default
         flag = f.metadata.get("override")

@@ -10,6 +10,7 @@ what came.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import typing
 from typing import Any, Mapping, TypeVar
@@ -24,8 +25,8 @@ def _type_name(tp: Any) -> str:
 
 
 def convert(value: Any, tp: Any, path: str) -> Any:
-    """Check/convert one value to the annotated type ``tp`` (float, int, bool, str, tuple[str, ...],
-    Optional[...], a dataclass)."""
+    """Check/convert one value to the annotated type ``tp`` (float, int, bool, str, an Enum of
+    strings (by value), tuple[str, ...], Optional[...], a dataclass)."""
     origin = typing.get_origin(tp)
     if origin is typing.Union:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -42,6 +43,13 @@ def convert(value: Any, tp: Any, path: str) -> Any:
         raise ConfigError(f"{path}: expected one of {[_type_name(a) for a in args]}, got {value!r}")
     if dataclasses.is_dataclass(tp):
         return from_mapping(tp, value, path)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        choices = [m.value for m in tp]
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, str) or value not in choices:
+            raise ConfigError(f"{path}: expected one of {choices}, got {value!r}")
+        return tp(value)
     if origin is tuple:
         (item,) = [a for a in typing.get_args(tp) if a is not Ellipsis]
         if not isinstance(value, (list, tuple)):

@@ -13,11 +13,13 @@ Names are resolved to indices once, here; everything downstream uses :class:`Arm
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import mujoco
 import numpy as np
@@ -25,8 +27,8 @@ import numpy as np
 from mj_manipulator_ros.core.config import ArmConfig, ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding, bind_arm, joint_actuator
-from mj_manipulator_ros.model.physics_check import choose_timestep
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
+from mj_manipulator_ros.model.step_caps import StepChoice, choose_step
 from mj_manipulator_ros.resources import resolve_model
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,24 @@ def compose_spec(scene: SceneConfig, base_dir: Path | None = None) -> mujoco.MjS
         if len(m.pos) != 3 or len(m.quat) != 4:
             raise ConfigError(f"scene.models[{i}]: pos needs 3 values and quat 4, got "
                               f"{list(m.pos)} and {list(m.quat)}")
-        child = mujoco.MjSpec.from_file(str(resolve_model(m.file, base_dir)))
+        path = resolve_model(m.file, base_dir)
+        child = mujoco.MjSpec.from_file(str(path))
+        _absolute_assets(child, Path(path).resolve().parent)
         frame = parent.worldbody.add_frame(pos=list(m.pos), quat=list(m.quat))
         with _quiet_attach():
             parent.attach(child, prefix=m.prefix, frame=frame)
     return parent
+
+
+def _absolute_assets(child: mujoco.MjSpec, model_dir: Path) -> None:
+    """Asset files by absolute path, so the composed scene's XML (:meth:`Scene.xml`) loads from
+    anywhere (the child's meshdir/texturedir do not survive the attach)."""
+    for assets, sub in ((child.meshes, child.meshdir), (child.hfields, child.meshdir),
+                        (child.textures, child.texturedir)):
+        for asset in assets:
+            if asset.file and not Path(asset.file).is_absolute():
+                asset.file = str((model_dir / (sub or "") / asset.file).resolve())
+    child.meshdir = child.texturedir = ""
 
 
 @contextlib.contextmanager
@@ -86,63 +101,87 @@ def _choice(table: dict, value: str, path: str):
     return table[value]
 
 
+class GravityCompensation(str, enum.Enum):
+    """How the simulated arms carry their weight."""
+
+    ACTUATOR = "actuator"   # through each joint's actuators (actgravcomp): in the effort, clamped
+    BODY = "body"           # body_gravcomp: a passive force, free, not in the effort
+    OFF = "off"             # none: position servos sag
+
+
 @dataclass
 class Scene:
     """A compiled scene with its arms bound. Build with :meth:`from_config` or :func:`scene_for`.
 
     Attributes:
-        model: the compiled model (timestep chosen, gravity compensation applied).
+        model: the compiled model (timestep chosen, gravity compensation and actuator delays
+            applied).
         arms: arm name -> binding, in configuration order.
         initial_qpos: the start pose, shape (nq,).
         control_period: the control period the timestep was chosen for, s.
+        step: the physics step and the caps behind it.
+        spec: the spec ``model`` was compiled from (see :meth:`xml`).
     """
 
     model: mujoco.MjModel
     arms: dict[str, ArmBinding]
     initial_qpos: np.ndarray
     control_period: float
+    step: StepChoice
+    spec: mujoco.MjSpec
 
     @classmethod
     def from_config(cls, scene: SceneConfig, arms: Sequence[ArmConfig], control_period: float = 0.002,
-                    gravity_compensation: bool = False) -> "Scene":
-        """Compose and compile ``scene``, bind ``arms``, choose the timestep.
+                    gravity: GravityCompensation = GravityCompensation.OFF,
+                    actuator_delays: Mapping[str, float] | None = None) -> "Scene":
+        """Compose and compile ``scene``, bind ``arms``, choose the physics step.
 
         Args:
-            scene: the scene section (models, options, initial positions, timestep).
+            scene: the scene section (models, options, initial positions, timestep, gap).
             arms: the arms to bind (joints in controller order).
             control_period: s; ``timestep: auto`` picks a step dividing it.
-            gravity_compensation: cancel gravity on every arm body (``body_gravcomp``).
+            gravity: how the arms' weight is carried (see :class:`GravityCompensation`).
+            actuator_delays: arm name -> s: MuJoCo's own actuator delay on every actuator of that
+                arm's joints (a command reaches the joint this much later, to the physics step).
         """
         spec = compose_spec(scene, scene.base_dir)
         with _quiet_attach():
             model = spec.compile()
         bound = {a.name: bind_arm(model, a) for a in arms}
-        if gravity_compensation:
-            # gravity compensation is sized at compile time: mark the arms' bodies, recompile
-            for arm in bound.values():
-                for b in arm.body_ids:
-                    spec.body(model.body(b).name).gravcomp = 1.0
-            with _quiet_attach():
-                model = spec.compile()
-            bound = {a.name: bind_arm(model, a) for a in arms}
-        qpos = model.qpos0.copy()
-        for joint, value in scene.initial_positions.items():
-            jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint)
-            if jid < 0:
-                raise ConfigError(f"scene.initial_positions: joint {joint!r} is not in the model")
-            if model.jnt_limited[jid] and not (model.jnt_range[jid, 0] <= value <= model.jnt_range[jid, 1]):
-                raise ConfigError(f"scene.initial_positions.{joint}: {value} is outside the joint "
-                                  f"range {model.jnt_range[jid].tolist()}")
-            qpos[model.jnt_qposadr[jid]] = value
-        if scene.timestep == "auto":
-            model.opt.timestep = choose_timestep(model, bound.values(), qpos, control_period)
-        else:
-            model.opt.timestep = float(scene.timestep)
-        return cls(model, bound, qpos, control_period)
+        qpos = _initial_qpos(model, scene)
+        speeds = {j: lim.velocity for a in arms for j, lim in a.joint_limits.items()
+                  if lim.velocity}
+        pinned = None if scene.timestep == "auto" else float(scene.timestep)
+        step = choose_step(model, bound.values(), qpos, control_period, pinned, speeds, scene.contact_gap)
+        log.info("%s", step.summary())
+        spec.option.timestep = step.timestep
+        gravity = GravityCompensation(gravity)
+        if gravity is not GravityCompensation.OFF:
+            _compensate_gravity(spec, model, bound.values(), gravity)
+        for arm_name, delay in (actuator_delays or {}).items():
+            if delay > 0:
+                _delay_actuators(spec, model, bound[arm_name], delay, step.timestep)
+        with _quiet_attach():
+            model = spec.compile()
+        bound = {a.name: bind_arm(model, a) for a in arms}
+        return cls(model, bound, qpos, control_period, step, spec)
+
+    def xml(self) -> str:
+        """The composed scene as one MJCF document (timestep, gravity compensation and delays
+        included; meshes referenced by absolute path): what a record keeps to reproduce the run."""
+        with _quiet_attach():
+            return self.spec.to_xml()
+
+    def save(self, xml_path: Path) -> dict:
+        """Write the composed scene to ``xml_path``; return what a record keeps about the physics:
+        ``{"scene_xml": file name, "physics_step": the step choice}``."""
+        xml_path = Path(xml_path)
+        xml_path.write_text(self.xml())
+        return {"scene_xml": xml_path.name, "physics_step": self.step.to_dict()}
 
     def initial_data(self) -> mujoco.MjData:
         """A fresh MjData at the initial pose, every position servo holding its joint there
-        (other actuators' ``ctrl`` stays 0)."""
+        (other actuators' ``ctrl`` stays 0); delayed actuators' histories hold that command."""
         data = mujoco.MjData(self.model)
         data.qpos[:] = self.initial_qpos
         for a in range(self.model.nu):
@@ -154,13 +193,67 @@ class Scene:
             lo, hi = self.model.actuator_ctrlrange[:, 0], self.model.actuator_ctrlrange[:, 1]
             limited = self.model.actuator_ctrllimited.astype(bool)
             data.ctrl[limited] = np.clip(data.ctrl[limited], lo[limited], hi[limited])
+        for a in np.flatnonzero(self.model.actuator_history[:, 0] > 0):
+            n = int(self.model.actuator_history[a, 0])
+            mujoco.mj_initCtrlHistory(self.model, data, int(a), None, np.full((n, 1), data.ctrl[a]))
         mujoco.mj_forward(self.model, data)
         return data
 
 
+def _initial_qpos(model: mujoco.MjModel, scene: SceneConfig) -> np.ndarray:
+    qpos = model.qpos0.copy()
+    for joint, value in scene.initial_positions.items():
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint)
+        if jid < 0:
+            raise ConfigError(f"scene.initial_positions: joint {joint!r} is not in the model")
+        if model.jnt_limited[jid] and not (model.jnt_range[jid, 0] <= value <= model.jnt_range[jid, 1]):
+            raise ConfigError(f"scene.initial_positions.{joint}: {value} is outside the joint "
+                              f"range {model.jnt_range[jid].tolist()}")
+        qpos[model.jnt_qposadr[jid]] = value
+    return qpos
+
+
+def _compensate_gravity(spec: mujoco.MjSpec, model: mujoco.MjModel, arms, mode) -> None:
+    """Mark the arms' bodies for gravity compensation; with ACTUATOR, route it through each arm
+    joint's actuators (``actgravcomp``), the joint's actuator force range (or, when the joint has
+    none, the sum of its actuators' force ranges, moved onto the joint) clamping the sum."""
+    for arm in arms:
+        for b in arm.body_ids:
+            spec.body(model.body(b).name).gravcomp = 1.0
+        if mode is not GravityCompensation.ACTUATOR:
+            continue
+        for k, name in enumerate(arm.joint_names):
+            joint = spec.joint(name)
+            joint.actgravcomp = True
+            jid = int(arm.joint_ids[k])
+            acts = [a.id for a in arm.actuators[k]]
+            if model.jnt_actfrclimited[jid] or not acts or \
+                    not all(model.actuator_forcelimited[a] for a in acts):
+                continue
+            gear = [abs(float(model.actuator_gear[a, 0])) for a in acts]
+            lo = sum(float(model.actuator_forcerange[a, 0]) * g for a, g in zip(acts, gear))
+            hi = sum(float(model.actuator_forcerange[a, 1]) * g for a, g in zip(acts, gear))
+            joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            joint.actfrcrange = [lo, hi]
+
+
+def _delay_actuators(spec: mujoco.MjSpec, model: mujoco.MjModel, arm: ArmBinding, delay: float,
+                     timestep: float) -> None:
+    """MuJoCo's actuator delay on every actuator of the arm's joints (added to any delay the
+    file gives them); the history holds enough samples for the whole delay."""
+    for acts in arm.actuators:
+        for a in acts:
+            act = spec.actuators[a.id]
+            if act.name != model.actuator(a.id).name:
+                raise ConfigError(f"arm {arm.name!r}: cannot map actuator {a.id} "
+                                  f"({model.actuator(a.id).name!r}) back to the scene spec")
+            act.delay = float(act.delay) + delay
+            act.nsample = max(int(act.nsample), int(math.ceil(act.delay / timestep)) + 2)
+
+
 def scene_for(config: ExecutorConfig, control_period: float = 0.002,
-              gravity_compensation: bool = False) -> Scene:
+              gravity: GravityCompensation = GravityCompensation.OFF) -> Scene:
     """The scene of a configuration's ``scene`` section (required) with its arms bound: what the
     replay check and the offline bring-up stage need (kinematics only)."""
     return Scene.from_config(scene_config(config, required=True), config.arms, control_period,
-                             gravity_compensation)
+                             gravity)

@@ -3,7 +3,8 @@
 ::
 
     scene:
-      timestep: auto            # or seconds; auto = largest control_period/2^j passing every servo
+      timestep: auto            # or seconds; auto = largest control_period/2^j passing every step cap
+      contact_gap: 0.005        # m (the link_gap cap)
       option: {cone: elliptic, impratio: 10, integrator: implicitfast}
       floor: true
       models:
@@ -42,7 +43,11 @@ class SceneConfig:
     """The scene; ``base_dir`` resolves relative model paths (the config file's folder)."""
 
     models: tuple[SceneModel, ...]
-    timestep: Union[str, float] = "auto"
+    timestep: Union[str, float] = field(default="auto", metadata={
+        "doc": "physics step, s, or auto: the largest control_period/2^j passing every step cap"})
+    contact_gap: float = field(default=0.005, metadata={
+        "doc": "m: the farthest a collision point may travel in one physics step (link_gap cap)",
+        "min": 1e-6})
     option: SceneOption = SceneOption()
     floor: bool = True
     initial_positions: Mapping[str, float] = field(default_factory=dict)
@@ -68,5 +73,5 @@ def scene_config(config: ExecutorConfig, required: bool = False) -> SceneConfig:
     if not isinstance(initial, Mapping):
         raise ConfigError(f"scene.initial_positions: expected joint -> position, got {initial!r}")
     base = Path(config.source).resolve().parent if config.source else None
-    return SceneConfig(scene.models, scene.timestep, scene.option, scene.floor,
+    return SceneConfig(scene.models, scene.timestep, scene.contact_gap, scene.option, scene.floor,
                        {str(k): float(v) for k, v in initial.items()}, base)
