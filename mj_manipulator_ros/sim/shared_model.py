@@ -21,7 +21,6 @@ rates in simulated time, with a snapshot copied under the lock and the lock rele
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from dataclasses import dataclass
@@ -71,14 +70,13 @@ class SharedModel:
         self.steps_per_cycle = max(1, int(round(self.control_period / self.model.opt.timestep)))
         self.real_time_factor = settings.real_time_factor
         self.controllers: dict[str, SimulatedController] = {}
-        self._delay: dict[str, collections.deque] = {}
         for name, arm in scene.arms.items():
             faults = settings.faults.get(name) or ArmFaults()
             self.controllers[name] = make_controller(settings.arm(name).controller, arm,
                                                      self.data.qpos[arm.qpos_adr], faults)
-            latency_cycles = int(round(faults.command_latency_s / self.control_period))
-            if latency_cycles > 0:
-                self._delay[name] = collections.deque(maxlen=latency_cycles + 1)
+        # per arm: controller, qpos / qvel / ctrl indices (a slice where contiguous: cheaper)
+        self._wiring = [(c, _index(arm.qpos_adr), _index(arm.dof_adr), _index(c.actuator_ids))
+                        for c, arm in ((self.controllers[n], a) for n, a in scene.arms.items())]
         self._observers: list[list] = []  # [period_s, next_due_sim_s, callback]
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -139,17 +137,13 @@ class SharedModel:
         m, d = self.model, self.data
         with self.lock:
             now = self._clock(float(d.time))
-            for name, arm in self.scene.arms.items():
-                controller = self.controllers[name]
-                command = controller.update(now + controller.faults.clock_offset_s,
-                                            d.qpos[arm.qpos_adr].copy(), d.qvel[arm.dof_adr].copy())
-                delay = self._delay.get(name)
-                if delay is not None:
-                    delay.append(command.copy())
-                    command = delay[0]
-                d.ctrl[controller.actuator_ids] = command
-            for _ in range(self.steps_per_cycle):
+            for controller, qi, vi, ci in self._wiring:
+                d.ctrl[ci] = controller.update(now + controller.faults.clock_offset_s,
+                                               d.qpos[qi].copy(), d.qvel[vi].copy())
+            if self.steps_per_cycle == 1:
                 mujoco.mj_step(m, d)
+            else:
+                mujoco.mj_step(m, d, self.steps_per_cycle)
             self.cycles += 1
             now_sim = float(d.time)
             due = [obs for obs in self._observers if now_sim + 1e-12 >= obs[1]]
@@ -174,3 +168,12 @@ class SharedModel:
                         wall0 -= ahead
         except BaseException as exc:  # noqa: BLE001 - kept for the owner to report
             self.error = exc
+
+
+def _index(ids: np.ndarray):
+    """A slice when ``ids`` are consecutive (basic indexing: no index array per access), else
+    the index array."""
+    ids = np.asarray(ids, dtype=int)
+    if ids.size and np.array_equal(ids, np.arange(ids[0], ids[0] + ids.size)):
+        return slice(int(ids[0]), int(ids[0]) + ids.size)
+    return ids

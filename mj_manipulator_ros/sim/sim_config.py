@@ -18,7 +18,7 @@ from typing import Mapping, Optional
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.schema import from_mapping
-from mj_manipulator_ros.model.scene import Scene
+from mj_manipulator_ros.model.scene import GravityCompensation, Scene
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 
 #: the simulated controller kinds (sim/controllers); the first is the default
@@ -40,7 +40,8 @@ class ArmFaults:
     cancel_delay_s: float = field(default=0.0, metadata={
         "doc": "the cancel callback answers this long after a cancel request", "min": 0.0})
     command_latency_s: float = field(default=0.0, metadata={
-        "doc": "position commands reach the servos this late (a delay line)", "min": 0.0})
+        "doc": "commands reach the actuators this late (MuJoCo's actuator delay, exact to the "
+               "physics step; set when the simulator starts)", "min": 0.0})
     ignore_cancel: bool = field(default=False, metadata={
         "doc": "refuse cancels and keep moving (a controller that does not stop)"})
     clock_offset_s: float = field(default=0.0, metadata={
@@ -80,9 +81,11 @@ class SimSettings:
     real_time_factor: float = field(default=1.0, metadata={
         "doc": "1 = real time, 2 = twice as fast, 0 = as fast as possible", "min": 0.0})
     use_sim_time: bool = field(default=False, metadata={"doc": "publish /clock; stamps on sim time"})
-    gravity_compensation: bool = field(default=True, metadata={
-        "doc": "cancel gravity on every arm body (MuJoCo body_gravcomp), as a real arm's "
-               "controller does with gravity feed-forward; off, the P servos sag"})
+    gravity_compensation: GravityCompensation = field(default=GravityCompensation.ACTUATOR, metadata={
+        "doc": "actuator: the arms' weight carried through each joint's actuators (actgravcomp, "
+               "as a real arm's gravity feed-forward: in the effort, within the force range); "
+               "body: MuJoCo body_gravcomp (free, not in the effort; for models without force "
+               "ranges); off: the P servos sag"})
     allow_partial_joints_goal: bool = False
     allow_nonzero_velocity_at_trajectory_end: bool = False
     tolerances: ToleranceDefaults = ToleranceDefaults()
@@ -102,8 +105,9 @@ class SimConfig:
     def build_scene(self) -> Scene:
         """The scene compiled for simulation: timestep for the control rate, gravity
         compensation as configured."""
+        delays = {arm: f.command_latency_s for arm, f in self.sim.faults.items()}
         return Scene.from_config(self.scene, self.executor.arms, 1.0 / self.sim.control_rate_hz,
-                                 self.sim.gravity_compensation)
+                                 self.sim.gravity_compensation, delays)
 
 
 def _per_arm(raw, cls, config: ExecutorConfig, path: str) -> dict:
