@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import mujoco
 import pytest
 
 from mj_manipulator_ros.apps.demo import run_demo, summary
@@ -17,7 +18,12 @@ def test_demo_runs_the_crossing_plan_synchronized(tmp_path, monkeypatch) -> None
     out = tmp_path / "demo_report.json"
     doc = run_demo(out=out)
     assert json.loads(out.read_text()) == json.loads(json.dumps(doc))
-    assert set(doc) == {"start_stamp", "start_skew_s", "arms", "execution", "replay"}
+    assert set(doc) == {"start_stamp", "start_skew_s", "arms", "execution", "replay",
+                        "scene_xml", "physics_step"}
+    # the composed scene is kept beside the report and loads on its own
+    scene = mujoco.MjModel.from_xml_path(str(tmp_path / doc["scene_xml"]))
+    assert scene.opt.timestep == doc["physics_step"]["timestep_s"] == 0.002
+    assert doc["physics_step"]["binding"] is None and not doc["physics_step"]["broken"]
     assert doc["replay"]["synchronized"]["colliding_states"] == 0
     assert doc["replay"]["sequential"]["colliding_states"] > 0
     assert (tmp_path / "demo_sequential_worst.png").stat().st_size > 10000

@@ -125,7 +125,8 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
                       "max_tracking_error_rad": None if ticket is None else ticket.max_tracking_error,
                       "final_error_rad": None if ticket is None else ticket.final_error}
     onsets = [a["motion_onset_s"] for a in arms.values() if a["motion_onset_s"] is not None]
-    doc = {"start_stamp": report.start_stamp,
+    physics = sim.scene.save(out.with_name(out.stem.replace("_report", "") + "_scene.xml"))
+    doc = {"start_stamp": report.start_stamp, **physics,
            "start_skew_s": (max(onsets) - min(onsets)) if len(onsets) == len(arms) else None,
            "arms": arms, "execution": report.to_dict(), "replay": replay}
     out.write_text(json.dumps(doc, indent=2))

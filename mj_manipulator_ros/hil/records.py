@@ -61,6 +61,7 @@ class RunRecord:
         self.dir.mkdir(parents=True, exist_ok=False)
         self.header = header
         self.lines: list[dict] = []
+        self.scene_line = ""
         self._file = (self.dir / "checks.jsonl").open("w")
         self.event("start", **header)
 
@@ -72,6 +73,13 @@ class RunRecord:
 
     def event(self, kind: str, **fields) -> None:
         self._write({"event": kind, **fields})
+
+    def attach_scene(self, scene, role: str) -> None:
+        """Keep the composed scene beside the records (scene.xml) and its physics step in
+        checks.jsonl. ``role``: what the scene was used for ("simulation", "replay check")."""
+        info = scene.save(self.dir / "scene.xml")
+        self.scene_line = f"{role}: `scene.xml`, {scene.step.summary()}"
+        self.event("scene", role=role, **info)
 
     def check(self, result) -> None:
         self._write(result.to_dict())
@@ -91,6 +99,8 @@ class RunRecord:
         out = ["# Bring-up results", "",
                f"- configuration: `{h.get('config')}`", f"- target: {h.get('target')}",
                f"- setup fingerprint: `{h.get('fingerprint')}`", f"- started: {self.lines[0]['time']}"]
+        if self.scene_line:
+            out.append(f"- scene ({self.scene_line})")
         forced = [e for e in self.lines if e.get("event") == "forced"]
         for e in forced:
             out.append(f"- **gate forced** for stage {e['stage']}: {e['reason']}")

@@ -100,6 +100,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                     from mj_manipulator_ros.hil.session import HilSession
                     session = HilSession(config, sim=sim,
                                          real_time_factor=protocol.settings["sim_real_time_factor"])
+                    _attach_scene(record, session, config)
                     if not session.wait_for_joint_states(timeout=config.execution.server_wait_s):
                         say("hil: no /joint_states for every arm; is the robot (or --sim) up?")
                 results_ = stage_runners.RUNNERS[st.runner_name](session, st, protocol)
@@ -170,3 +171,12 @@ def write_checklist(path: Optional[Path] = None) -> Path:
     path = path or stages_file().parent / "CHECKLIST.md"
     path.write_text(render_checklist(load_protocol()))
     return path
+
+
+def _attach_scene(record: RunRecord, session, config) -> None:
+    """The simulated scene (with --sim), else the replay check's scene when the config has one."""
+    if session.sim_node is not None:
+        record.attach_scene(session.sim_node.scene, "simulation")
+    elif "scene" in config.extra:
+        from mj_manipulator_ros.model.scene import scene_for
+        record.attach_scene(scene_for(config), "replay check")

@@ -19,7 +19,7 @@ Per arm, an action server at the arm's configured action (default
   ``accept_delay_s``     the goal callback waits this long before accepting
   ``pickup_delay_s``     an accepted goal starts executing this long later
   ``cancel_delay_s``     the cancel callback answers this long after a cancel request
-  ``command_latency_s``  position commands reach the servos this late (a delay line)
+  ``command_latency_s``  commands reach the actuators this late (MuJoCo's actuator delay)
   ``ignore_cancel``      cancels are refused and the arm keeps moving
   ``clock_offset_s``     this arm's controller clock runs this far ahead (stamps, goal reading)
   ``exit_after_s``       the simulator process exits (os._exit) this long after a goal starts
@@ -29,9 +29,11 @@ Per arm, an action server at the arm's configured action (default
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Optional
 
 import rclpy
@@ -89,6 +91,9 @@ class SimNode:
         if record:
             from mj_manipulator_ros.ros.joint_state_recorder import JointStateRecorder
             self.recorder = JointStateRecorder(self.node, record)
+            # the model and its physics step beside the recording: <record>.scene.xml, .physics.json
+            info = self.scene.save(Path(f"{record}.scene.xml"))
+            Path(f"{record}.physics.json").write_text(json.dumps(info, indent=2))
 
     def _publish_joint_states(self, snap: Snapshot) -> None:
         """One message per controller clock: every served arm in one message, unless a
@@ -177,8 +182,8 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
         previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
         sim = SimNode(config, context=ros.context, serve=serve, record=record).start()
         sim.node.get_logger().info(
-            f"simulating arms {list(sim.scene.arms)}, serving {list(sim.arms)} (timestep "
-            f"{sim.scene.model.opt.timestep} s, control {config.sim.control_rate_hz} Hz, real-time "
+            f"simulating arms {list(sim.scene.arms)}, serving {list(sim.arms)} ("
+            f"{sim.scene.step.summary()}; control {config.sim.control_rate_hz} Hz, real-time "
             f"factor {config.sim.real_time_factor}, use_sim_time {config.sim.use_sim_time})")
         try:
             while not stop.wait(0.5):
