@@ -9,6 +9,7 @@ Shapes: N waypoints, J joints, M sample times.
 
 from __future__ import annotations
 
+import bisect
 import enum
 
 import numpy as np
@@ -105,6 +106,72 @@ def sample(traj: ArmTrajectory, times) -> tuple[np.ndarray, np.ndarray, np.ndarr
     v[before | after] = 0.0
     a[before | after] = 0.0
     return p, v, a
+
+
+class Spline:
+    """A trajectory's spline with every segment's coefficients computed once: :meth:`at` is the
+    per-control-cycle evaluation (a segment lookup and one small matrix product), equal to
+    :func:`sample` at every time.
+
+    Args:
+        traj: the trajectory (N >= 1 waypoints).
+        coefficients: instead of ``traj``'s segments, one polynomial (6, J) on [0, duration] that
+            starts at ``start`` (s): used for the move to a trajectory's first point.
+    """
+
+    def __init__(self, traj: ArmTrajectory | None = None, *, coefficients: np.ndarray | None = None,
+                 start: float = 0.0, duration: float = 0.0) -> None:
+        if coefficients is not None:
+            self._times = [start, start + duration]
+            self._c = _with_derivatives(coefficients[None])            # (1, 6, 3J)
+            p0 = coefficients[0]
+            p1, _, _ = evaluate(coefficients, duration)
+            ends = (p0, p1)
+        else:
+            n, j = traj.positions.shape
+            if n == 0:
+                raise PlanError("cannot sample an empty trajectory", arm=traj.arm)
+            self._times = traj.times.tolist()
+            if n >= 2:
+                zeros = np.zeros_like(traj.positions)
+                vel = traj.velocities if traj.velocities is not None else zeros
+                acc = traj.accelerations if traj.accelerations is not None else zeros
+                c = segment_coefficients(traj.positions[:-1], vel[:-1], acc[:-1],
+                                         traj.positions[1:], vel[1:], acc[1:],
+                                         np.diff(traj.times), interpolation_of(traj))
+                self._c = _with_derivatives(np.moveaxis(c, 0, 1))     # (N-1, 6, 3J)
+            ends = (traj.positions[0], traj.positions[-1])
+        zero = np.zeros_like(ends[0])
+        self._shape = (3, zero.size)
+        self._before = np.stack([ends[0], zero, zero])
+        self._after = np.stack([ends[1], zero, zero])
+        self._last_segment = len(self._times) - 2
+
+    def at(self, t: float) -> np.ndarray:
+        """Position, velocity and acceleration at time ``t`` (s, the trajectory's clock), shape
+        (3, J); the rest state before the first and after the last time. Do not modify it."""
+        times = self._times
+        if t < times[0]:
+            return self._before
+        if t > times[-1]:
+            return self._after
+        if self._last_segment < 0:
+            return self._after
+        k = min(bisect.bisect_right(times, t) - 1, self._last_segment)
+        s = t - times[k]
+        s2 = s * s
+        s3 = s2 * s
+        return (np.array((1.0, s, s2, s3, s2 * s2, s3 * s2)) @ self._c[k]).reshape(self._shape)
+
+
+def _with_derivatives(c: np.ndarray) -> np.ndarray:
+    """Per segment, the coefficients of position, velocity and acceleration side by side, so one
+    row of powers of s times it gives all three: (S, 6, J) -> (S, 6, 3J)."""
+    vel = np.zeros_like(c)
+    acc = np.zeros_like(c)
+    vel[:, :5] = c[:, 1:] * np.arange(1, 6)[None, :, None]
+    acc[:, :4] = c[:, 2:] * (np.arange(2, 6) * np.arange(1, 5))[None, :, None]
+    return np.ascontiguousarray(np.concatenate([c, vel, acc], axis=2))
 
 
 def rest_to_rest(q0: np.ndarray, q1: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

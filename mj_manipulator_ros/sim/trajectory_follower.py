@@ -21,13 +21,14 @@ Per control cycle (``now`` on the controller clock, measured ``q``, ``qd``):
 
 from __future__ import annotations
 
+import bisect
 import threading
 from typing import Optional
 
 import numpy as np
 
 from mj_manipulator_ros.core.interpolation import (
-    Interpolation, evaluate, interpolation_of, sample, segment_coefficients)
+    Interpolation, Spline, interpolation_of, segment_coefficients)
 from mj_manipulator_ros.sim.goal import (
     GOAL_TOLERANCE_VIOLATED, INVALID_GOAL, PATH_TOLERANCE_VIOLATED, PREEMPTED_MESSAGE, SUCCESSFUL,
     ControllerGoal, GoalTicket)
@@ -49,8 +50,9 @@ class TrajectoryFollower:
         self._pending: Optional[GoalTicket] = None
         self._active: Optional[GoalTicket] = None
         self._hold = np.array(hold, dtype=float)
-        self._pre: Optional[tuple[np.ndarray, float, float]] = None  # (coeffs, t0, t1)
-        self._start = 0.0
+        self._pre: Optional[Spline] = None       # the move to the first point (future stamp)
+        self._spline: Optional[Spline] = None
+        self._start = self._first = self._end = 0.0
         self._ref0: Optional[np.ndarray] = None
 
     # ---- any thread ---------------------------------------------------------------------------
@@ -88,17 +90,16 @@ class TrajectoryFollower:
             return self._hold
         goal = t.goal
         traj = goal.trajectory
-        end = self._start + traj.duration
-        first = self._start + traj.times[0]
+        end = self._end
         if self.faults.stall:
-            desired, desired_v, desired_a = self._ref0, np.zeros_like(q), np.zeros_like(q)
-        elif self._pre is not None and now < first:
-            c, t0, _ = self._pre
-            desired, desired_v, desired_a = evaluate(c, now - t0)
+            ref = self._stalled
+        elif self._pre is not None and now < self._first:
+            ref = self._pre.at(now)
         else:
-            p, v, a = sample(traj, [now - self._start])
-            desired, desired_v, desired_a = p[0], v[0], a[0]
-        self._record(t, now, desired, desired_v, desired_a, q, qd, traj)
+            ref = self._spline.at(now - self._start)
+        desired = ref[0]
+        error = q - desired
+        self._record(t, now, ref, q, qd, error)
 
         if self.faults.abort_after_s is not None and now >= self._start + self.faults.abort_after_s:
             self._hold = q.copy()
@@ -107,8 +108,9 @@ class TrajectoryFollower:
             return self._hold
         tol = goal.tolerances
         if now <= end:  # path tolerances apply from pick-up (including the move to the first point)
-            bad = self._violation(q - desired, tol.path_position, "position")
-            bad = bad or self._violation(qd - desired_v, tol.path_velocity, "velocity")
+            bad = self._path_position and self._violation(error, tol.path_position, "position")
+            bad = bad or (self._path_velocity and
+                          self._violation(qd - ref[1], tol.path_velocity, "velocity"))
             if bad:
                 self._hold = q.copy()
                 self._finish(t, "aborted", PATH_TOLERANCE_VIOLATED, f"path tolerance violated: {bad}")
@@ -133,31 +135,42 @@ class TrajectoryFollower:
         goal = ticket.goal
         traj = goal.trajectory
         self._start = now if goal.start_time is None else goal.start_time
-        first = self._start + traj.times[0]
+        self._first = self._start + traj.times[0]
+        self._end = self._start + traj.duration
+        self._spline = Spline(traj)
         self._pre = None
-        if first > now:
+        if self._first > now:
             kind = interpolation_of(traj)
             v1 = traj.velocities[0] if traj.velocities is not None else np.zeros_like(q)
             a1 = traj.accelerations[0] if traj.accelerations is not None else np.zeros_like(q)
             c = segment_coefficients(q, qd if kind is not Interpolation.LINEAR else 0 * q,
-                                     0 * q, traj.positions[0], v1, a1, first - now, kind)
-            self._pre = (c, now, first)
+                                     0 * q, traj.positions[0], v1, a1, self._first - now, kind)
+            self._pre = Spline(coefficients=c, start=now, duration=self._first - now)
+        tol = goal.tolerances
+        self._path_position = bool(np.isfinite(tol.path_position).any())
+        self._path_velocity = bool(np.isfinite(tol.path_velocity).any())
+        self._times = traj.times.tolist()
+        self._p0 = traj.positions[0]
         self._active = ticket
         self._ref0 = q.copy()  # what a stalled arm holds
+        self._stalled = np.stack([self._ref0, np.zeros_like(q), np.zeros_like(q)])
         ticket.started_at = self._start
 
-    def _record(self, t: GoalTicket, now, desired, desired_v, desired_a, q, qd, traj) -> None:
-        err = float(np.max(np.abs(q - desired))) if q.size else 0.0
+    def _record(self, t: GoalTicket, now: float, ref: np.ndarray, q, qd, error) -> None:
+        """The feedback fields, replaced whole (``ref`` rows are fresh or never modified)."""
+        err = float(np.abs(error).max()) if q.size else 0.0
         # as JTC: the index of the segment's end point (0 before the first point, N after the last)
-        index = int(np.searchsorted(traj.times, now - self._start, side="right"))
+        local = now - self._start
+        index = bisect.bisect_right(self._times, local)
         with t.lock:
             t.time, t.index = now, index
-            t.desired, t.desired_velocity = desired.copy(), desired_v.copy()
-            t.desired_acceleration = np.array(desired_a, dtype=float)
-            t.actual, t.actual_velocity = q.copy(), qd.copy()
-            t.max_tracking_error = max(t.max_tracking_error, err)
-            if t.motion_onset is None and now >= self._start + traj.times[0] and \
-                    np.max(np.abs(desired - traj.positions[0])) > ONSET_THRESHOLD:
+            t.desired, t.desired_velocity, t.desired_acceleration = ref[0], ref[1], ref[2]
+            t.actual, t.actual_velocity = q, qd
+            if err > t.max_tracking_error:
+                t.max_tracking_error = err
+        if t.motion_onset is None and local >= self._times[0] and \
+                np.abs(ref[0] - self._p0).max() > ONSET_THRESHOLD:
+            with t.lock:
                 t.motion_onset = now
 
     def _violation(self, error: np.ndarray, tol: np.ndarray, what: str) -> str:
