@@ -35,7 +35,8 @@ setup(
     ],
     # MuJoCo >= 3.3: MjSpec.attach with frames and prefixes, geom margins summed per pair (the
     # replay checker verifies that rule when it is built); tested with 4.0
-    install_requires=["setuptools", "numpy", "pyyaml", "mujoco>=3.3"],
+    install_requires=["setuptools", "numpy", "pyyaml", "mujoco>=3.3", "rosbags>=0.10", "mcap>=1.2",
+                      "mcap-ros2-support>=0.5"],
     zip_safe=True,
     maintainer="mj_manipulator_ros maintainers",
     maintainer_email="maintainers@mj-manipulator-ros.invalid",
