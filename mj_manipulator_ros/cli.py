@@ -21,6 +21,7 @@ def _selfcheck(_args: argparse.Namespace) -> int:
 def _execute(args: argparse.Namespace) -> int:
     import signal
     import threading
+    from pathlib import Path
 
     from mj_manipulator_ros.check.preflight import preflight_for
     from mj_manipulator_ros.core import overrides
@@ -40,6 +41,14 @@ def _execute(args: argparse.Namespace) -> int:
         if args.speed is not None:
             plan = plan.time_scaled(args.speed)
         validate_plan(plan, config)
+        artifacts = {}
+        if args.record:
+            if Path(args.record).exists():
+                raise MjManipulatorError(f"--record {args.record}: exists; a bag is never "
+                                         "overwritten (choose a new directory)")
+            if "scene" in config.extra:
+                from mj_manipulator_ros.model.scene import scene_for
+                artifacts = scene_for(config).artifacts()
     except MjManipulatorError as exc:
         print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -47,6 +56,7 @@ def _execute(args: argparse.Namespace) -> int:
     with interrupts_cancel(scope):  # from here on Ctrl-C cancels (nothing sent, or every arm
         try:                        # canceled and confirmed); it never raises
             executor = MultiArmExecutor(config, preflight=preflight_for(config))
+            executor.record_artifacts = artifacts
         except MjManipulatorError as exc:
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -232,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="configuration with arms, scene and sim")
     p.add_argument("--serve", nargs="+", metavar="ARM",
                    help="serve only these arms (one controller process per arm)")
-    p.add_argument("--record", help="write /joint_states to this file (JSON lines) while running")
+    p.add_argument("--record", metavar="DIR", help="record joint states, /clock and the served arms' "
+                   "action topics as a bag (rosbag2, MCAP) in this new directory, with the config "
+                   "and the composed scene inside")
     p.add_argument("ros_args", nargs=argparse.REMAINDER, help="--ros-args ... (optional)")
     p.set_defaults(func=_sim)
 
@@ -249,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="executor configuration (YAML)")
     p.add_argument("--speed", type=float, help="speed factor, e.g. 0.1 for 10 %% speed")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--record", help="write /joint_states during the execution to this file")
+    p.add_argument("--record", metavar="DIR", help="record the execution as a bag (rosbag2, MCAP) "
+                   "in this new directory: joint states, action feedback/status, goals, events; "
+                   "plan, config, report and scene inside")
     p.add_argument("--approach", action="store_true",
                    help="if an arm is not at the plan's start, first move it there (slowly, "
                         "synchronized, replay-checked)")
@@ -257,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_execute)
 
     p = sub.add_parser("check-plan", help="replay a plan through the MuJoCo scene; check collisions")
-    p.add_argument("plan", help="plan file, or a joint-state recording with --mode recorded")
+    p.add_argument("plan", help="plan file; with --mode recorded a bag directory, an MCAP file "
+                   "or (older records) JSON lines")
     p.add_argument("--config", required=True, help="configuration with arms and scene")
     p.add_argument("--mode", default="synchronized",
                    choices=["synchronized", "sequential", "skewed", "recorded", "band"])

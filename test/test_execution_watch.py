@@ -3,8 +3,6 @@ pair through real DDS; and the watch's estimator against an exact reference."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -14,6 +12,7 @@ from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import ArmStatus
 from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from bag_reader import read_bag
 from tiny_arm import tiny_config
 
 
@@ -59,7 +58,7 @@ def test_a_lagging_arm_is_caught_and_every_arm_stopped(tiny_sim, ros, tmp_path) 
     arm canceled and its stop confirmed (regression: the pair ran on, out of step)."""
     node = tiny_sim(right={"command_latency_s": 0.15})
     config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
-    record = tmp_path / "states.jsonl"
+    record = tmp_path / "bag"
     with MultiArmExecutor(config, context=ros.context) as executor:
         report = executor.execute(swing_plan(), record=str(record))
     f = report.first_failure
@@ -70,7 +69,8 @@ def test_a_lagging_arm_is_caught_and_every_arm_stopped(tiny_sim, ros, tmp_path) 
     assert node.arms["left"].tickets[0].outcome == "canceled"
     # the same watch replayed over the recorded messages trips on one of the first two messages
     # beyond the threshold (detection within 2 joint-state periods of the crossing)
-    lines = [json.loads(x) for x in record.read_text().splitlines()]
+    lines = [{"t": m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, "name": list(m.name),
+              "position": list(m.position)} for m in read_bag(record).decoded("/joint_states")]
     replay = ExecutionWatch(swing_plan(), report.start_stamp, config)
     crossing = next(k for k, m in enumerate(lines)
                     if replay.on_joint_state(m["name"], m["position"], m["t"]) is not None)
@@ -106,7 +106,7 @@ def test_one_speed_for_every_arm(tiny_sim, ros, tmp_path) -> None:
     config = tiny_config(tmp_path, execution={"use_sim_time": True, "timeout_scaling": 1.0,
                                               "timeout_margin_s": 0.5}).executor
     plan = swing_plan(duration=3.0, amplitude=0.5)
-    record = tmp_path / "states.jsonl"
+    record = tmp_path / "bag"
     with MultiArmExecutor(config, context=ros.context) as executor:
         changed = {}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import json
 import logging
 import math
 import warnings
@@ -178,6 +179,10 @@ class Scene:
         xml_path = Path(xml_path)
         xml_path.write_text(self.xml())
         return {"scene_xml": xml_path.name, "physics_step": self.step.to_dict()}
+
+    def artifacts(self) -> dict[str, str]:
+        """What a bag keeps about the model: ``scene_xml`` and ``physics_step`` (JSON)."""
+        return {"scene_xml": self.xml(), "physics_step": json.dumps(self.step.to_dict())}
 
     def initial_data(self) -> mujoco.MjData:
         """A fresh MjData at the initial pose, every position servo holding its joint there

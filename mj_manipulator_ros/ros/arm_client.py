@@ -147,6 +147,8 @@ class ArmRun:
     _result_future: object = None
     _retime: Optional[tuple] = None  # (trajectory, stamp) to replace the running goal with
     retimes: int = 0                 # goals replaced by a speed change
+    #: every goal sent, with its send time on the controllers' clock (s): for the records
+    sent: list = field(default_factory=list)
 
     def request_retime(self, trajectory: ArmTrajectory, stamp: StartStamp) -> None:
         """Replace the running goal by ``trajectory`` from ``stamp`` (a speed change). Any
@@ -212,6 +214,7 @@ class ArmRun:
         if self.tolerances is not None:
             self.tolerances.fill(goal)
         self._set(goal_sent_at=self.now())
+        self.sent.append((self.out.goal_sent_at, goal))
         send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
         ch.spin_until(lambda: send_future.done() or self.scope.canceled,
                       time.monotonic() + s.accept_wait_s)
@@ -299,6 +302,7 @@ class ArmRun:
         goal.trajectory = trajectory_msg(trajectory, stamp)
         if self.tolerances is not None:
             self.tolerances.fill(goal)
+        self.sent.append((self.now(), goal))
         send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
         if not ch.spin_until(lambda: send_future.done() or self.scope.canceled,
                              time.monotonic() + s.accept_wait_s) or not send_future.done():

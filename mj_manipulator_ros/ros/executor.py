@@ -102,6 +102,10 @@ class MultiArmExecutor:
         self._running: tuple | None = None          # (plan, runs, plan clock, scope) while it runs
         self._retime_lock = threading.Lock()        # one speed change at a time
         self.on_feedback: FeedbackHook | None = None
+        #: name -> text kept in every recorded bag besides plan, config and report (entry points
+        #: with a MuJoCo scene add ``scene_xml`` and ``physics_step``)
+        self.record_artifacts: dict[str, str] = {}
+        self._last_runs: dict = {}
         #: the start stamp of the running execution (None between executions), for tools that
         #: act at a point of the motion (e.g. the HIL stop-latency stage)
         self.current_stamp: StartStamp | None = None
@@ -169,8 +173,10 @@ class MultiArmExecutor:
         and its stop confirmed. Ctrl-C never escapes as KeyboardInterrupt while goals may run.
 
         Args:
-            record: if given, /joint_states during the execution are written to this file
-                (JSON lines; the input of the ``recorded`` replay mode).
+            record: if given, a bag directory to create: the run recorded as a rosbag2 (MCAP)
+                with joint states, action feedback and status, the goals as sent, the
+                executor's events, and plan, config, report (and :attr:`record_artifacts`)
+                inside (see ``ros/bag_recorder.py``; the input of the ``recorded`` replay mode).
             scope: the cancel scope to run in (e.g. one the combined action server made when it
                 accepted the goal); default a new one.
             tolerances: per arm, path/goal tolerances for its goal.
@@ -214,17 +220,31 @@ class MultiArmExecutor:
                         return _not_sent(plan, scope)
                     if record is None:
                         return self._execute(plan, scope, tolerances or {})
-                    from mj_manipulator_ros.ros.joint_state_recorder import JointStateRecorder
-                    recorder = JointStateRecorder(self._clock_node, record)
-                    try:
-                        return self._execute(plan, scope, tolerances or {})
-                    finally:
-                        recorder.close()
+                    return self._execute_recorded(plan, scope, tolerances or {}, record)
                 finally:
                     self._run_lock.release()
         finally:
             with self._scope_lock:
                 self._scopes.discard(scope)
+
+    def _execute_recorded(self, plan: MultiArmPlan, scope: CancelScope,
+                          tolerances: Mapping[str, GoalTolerances], path) -> ExecutionReport:
+        from mj_manipulator_ros.ros.execution_recording import ExecutionRecording
+
+        recording = ExecutionRecording(path, self._clock_node.context, self.config, plan,
+                                       self.record_artifacts)
+        report = None
+        try:
+            report = self._execute(plan, scope, tolerances)
+            return report
+        finally:
+            if report is None:
+                recording.abandon()
+            else:
+                failed_at = None
+                if scope.canceled_at_monotonic is not None:
+                    failed_at = self.now() - (time.monotonic() - scope.canceled_at_monotonic)
+                recording.finish(report, self._last_runs, self.now(), failed_at)
 
     def _approach(self, plan: MultiArmPlan, scope: CancelScope) -> ExecutionReport | None:
         """Move the arms that are not at the plan's start there. Returns None when the plan may
@@ -269,6 +289,7 @@ class MultiArmExecutor:
             runs[arm] = ArmRun(channel, plan[arm], scope, gate, s, self.now, plan.duration,
                                self.on_feedback, tolerances.get(arm))
         finished = _Countdown(len(runs))
+        self._last_runs = runs
 
         def arm_main(arm: str, run: ArmRun) -> None:
             try:

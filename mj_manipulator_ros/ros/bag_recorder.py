@@ -1,0 +1,158 @@
+"""Record a run as a rosbag2 directory with MCAP storage (what ``ros2 bag record -s mcap``
+writes): ``metadata.yaml`` + one ``.mcap`` file, readable by ``ros2 bag``, Foxglove, PlotJuggler.
+
+Written with `rosbags <https://pypi.org/project/rosbags/>`_ (maintained, pure Python, writes the
+rosbag2 metadata and MCAP layout itself; nothing here encodes the format). Messages are recorded
+as the bytes DDS delivered (raw subscriptions: no decode/encode on the way) and stamped with
+their receipt time, as ``ros2 bag record`` does.
+
+Threading: the recorder has its own node and spinning thread; :meth:`write` and :meth:`event`
+may be called from any thread (one lock around the writer). Nothing runs on the executor's arm
+threads: the executor hands over its goals and events after the run.
+
+Topics (see docs/files.md):
+
+- ``/joint_states`` (sensor_msgs/msg/JointState), ``/clock`` (rosgraph_msgs/msg/Clock) where
+  present;
+- per arm ``<action>/_action/feedback`` (control_msgs/action/FollowJointTrajectory_FeedbackMessage)
+  and ``<action>/_action/status`` (action_msgs/msg/GoalStatusArray): the real topics;
+- ``/mj_manipulator/<arm>/goal`` (control_msgs/action/FollowJointTrajectory_Goal): each goal as
+  sent, at its send time;
+- ``/mj_manipulator/events`` (rcl_interfaces/msg/Log): the executor's events (start stamp, goals
+  sent and accepted, the first failure, cancels, stop confirmations, results).
+
+Artifacts (plan, configuration, execution report, scene XML, physics step) go into the bag's
+``custom_data`` (``metadata.yaml``, and the MCAP ``rosbag2`` metadata record, so the ``.mcap``
+file alone carries them too).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Iterable, Optional
+
+import rclpy
+from action_msgs.msg import GoalStatusArray
+from control_msgs.action import FollowJointTrajectory
+from rcl_interfaces.msg import Log
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import QoSProfile
+from rclpy.serialization import serialize_message
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+
+from mj_manipulator_ros.core.errors import ConfigError
+from mj_manipulator_ros.ros.bag_types import BagTypes
+from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+
+EVENTS_TOPIC = "/mj_manipulator/events"
+FEEDBACK = FollowJointTrajectory.Impl.FeedbackMessage
+TYPE_NAMES = {JointState: "sensor_msgs/msg/JointState", Clock: "rosgraph_msgs/msg/Clock",
+              GoalStatusArray: "action_msgs/msg/GoalStatusArray", Log: "rcl_interfaces/msg/Log",
+              FEEDBACK: "control_msgs/action/FollowJointTrajectory_FeedbackMessage",
+              FollowJointTrajectory.Goal: "control_msgs/action/FollowJointTrajectory_Goal"}
+
+
+def goal_topic(arm: str) -> str:
+    return f"/mj_manipulator/{arm}/goal"
+
+
+def arm_topics(action: str) -> list[tuple[str, type]]:
+    """The real topics of one FollowJointTrajectory action server."""
+    return [(f"{action}/_action/feedback", FEEDBACK), (f"{action}/_action/status", GoalStatusArray)]
+
+
+class BagRecorder:
+    """Args:
+        path: the bag directory to create (must not exist).
+        context: the rclpy context to record in.
+        topics: (topic, message class) to subscribe to and record.
+        written: (topic, message class) written by the owner through :meth:`write`.
+        artifacts: name -> text, stored as custom data (more with :meth:`attach`).
+
+    Raises:
+        ConfigError: ``path`` exists (a bag is never overwritten).
+    """
+
+    def __init__(self, path: str | Path, context, topics: Iterable[tuple[str, type]],
+                 written: Iterable[tuple[str, type]] = (), artifacts: Optional[dict] = None) -> None:
+        from rosbags.rosbag2 import StoragePlugin, Writer
+
+        self.path = Path(path)
+        if self.path.exists():
+            raise ConfigError(f"record: {self.path} exists; a bag is never overwritten (choose a "
+                              "new directory)")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        types = BagTypes.shared()
+        topics, written = list(topics), list(written)
+        specs = {}
+        for topic, cls in [*topics, *written, (EVENTS_TOPIC, Log)]:
+            name = TYPE_NAMES[cls]
+            specs.setdefault(topic, (name, types.msgdef(name), types.rihs01(name)))
+        self._writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
+        self._writer.open()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._connections = {topic: self._writer.add_connection(topic, name, msgdef=msgdef,
+                                                                rihs01=rihs01)
+                             for topic, (name, msgdef, rihs01) in specs.items()}
+        self.counts: dict[str, int] = {topic: 0 for topic in specs}
+        self._artifacts = dict(artifacts or {})
+        self._node = rclpy.create_node(f"mjmr_bag_{abs(hash(str(self.path))) % 10**8}",
+                                       context=context)
+        qos = QoSProfile(depth=100)
+        self._subs = [self._node.create_subscription(cls, topic, self._receiver(topic), qos,
+                                                     raw=True)
+                      for topic, cls in topics]
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(self._node)
+        self._spinner = BackgroundSpinner(executor, "mjmr-bag-recorder").start()
+
+    def _receiver(self, topic: str):
+        def receive(data: bytes) -> None:
+            self._write_bytes(topic, data, time.time_ns())
+        return receive
+
+    def _write_bytes(self, topic: str, data: bytes, log_time_ns: int) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._writer.write(self._connections[topic], int(log_time_ns), bytes(data))
+            self.counts[topic] += 1
+
+    def write(self, topic: str, msg, log_time_ns: Optional[int] = None) -> None:
+        """Write a message (rclpy object) on a declared topic (any thread)."""
+        self._write_bytes(topic, serialize_message(msg),
+                          time.time_ns() if log_time_ns is None else log_time_ns)
+
+    def event(self, kind: str, text: str, source: str = "executor", stamp_s: Optional[float] = None,
+              log_time_ns: Optional[int] = None, level: int = Log.INFO) -> None:
+        """One executor event on :data:`EVENTS_TOPIC`: ``name`` the source (executor or an
+        arm), ``function`` the kind, ``msg`` the text, stamped ``stamp_s`` (controllers' clock)."""
+        msg = Log(level=level, name=f"mj_manipulator/{source}", msg=text, function=kind,
+                  file="", line=0)
+        t = stamp_s if stamp_s is not None else time.time()
+        msg.stamp.sec, msg.stamp.nanosec = int(t // 1), int(round((t % 1) * 1e9)) % 1_000_000_000
+        self.write(EVENTS_TOPIC, msg, log_time_ns)
+
+    def attach(self, name: str, text: str) -> None:
+        """Keep ``text`` in the bag under ``name`` (custom data; written at close)."""
+        self._artifacts[name] = str(text)
+
+    def close(self) -> Path:
+        """Stop recording and finish the bag; returns its directory. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return self.path
+        self._spinner.stop()
+        for sub in self._subs:
+            self._node.destroy_subscription(sub)
+        self._node.destroy_node()
+        with self._lock:
+            self._closed = True
+            for name, text in self._artifacts.items():
+                self._writer.set_custom_data(name, text)
+            self._writer.close()
+        return self.path

@@ -1,0 +1,115 @@
+"""One execution recorded as a bag (:class:`~mj_manipulator_ros.ros.bag_recorder.BagRecorder`).
+
+While the arms move, the bag records the topics as they arrive (its own thread). When the
+execution is over, :meth:`ExecutionRecording.finish` adds what the executor knows: each goal as
+sent, and the events of the run from the report (start stamp, goal sent / accepted, the first
+failure, cancel requested / acknowledged, the result and whether the stop was confirmed), each at
+the time it happened, and the report itself. Nothing is added to the arm threads' work.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Mapping, Optional
+
+import yaml
+from control_msgs.action import FollowJointTrajectory
+from rcl_interfaces.msg import Log
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+
+from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.plan_io import plan_to_mapping
+from mj_manipulator_ros.core.report import ExecutionReport
+from mj_manipulator_ros.ros.bag_recorder import BagRecorder, arm_topics, goal_topic
+
+
+def config_text(config: ExecutorConfig) -> str:
+    """The configuration file's text (what a bag keeps), or a note when it came from no file."""
+    if config.source and Path(config.source).is_file():
+        return Path(config.source).read_text()
+    return f"# configuration built in code (no file); arms: {list(config.arm_names)}\n"
+
+
+class ExecutionRecording:
+    """Args:
+        path: the bag directory (must not exist).
+        context: rclpy context.
+        config: the executor configuration (topics, clock; its file is kept in the bag).
+        plan: the plan about to run (kept in the bag).
+        artifacts: more name -> text to keep (e.g. ``scene_xml``, ``physics_step``).
+    """
+
+    def __init__(self, path: str | Path, context, config: ExecutorConfig, plan: MultiArmPlan,
+                 artifacts: Optional[Mapping[str, str]] = None) -> None:
+        arms = [config.arm(a) for a in plan.arm_names]
+        topics = [(t, JointState) for t in dict.fromkeys(a.joint_states_topic for a in arms)]
+        if config.execution.use_sim_time:
+            topics.append(("/clock", Clock))
+        for arm in arms:
+            topics += arm_topics(arm.action_name)
+        written = [(goal_topic(a.name), FollowJointTrajectory.Goal) for a in arms]
+        self.bag = BagRecorder(path, context, topics, written, {
+            "plan": yaml.safe_dump(plan_to_mapping(plan), sort_keys=False),
+            "config": config_text(config), **(artifacts or {})})
+
+    def finish(self, report: ExecutionReport, runs: Mapping, now: float,
+               failed_at: Optional[float] = None) -> Path:
+        """Write goals and events, keep the report, close the bag.
+
+        Args:
+            report: the execution's report.
+            runs: arm -> its ArmRun (for the goals as sent).
+            now: the controllers' clock now, s (maps event times to receipt times).
+            failed_at: when the first failure was recorded, controllers' clock, s.
+        """
+        try:
+            self._write_run(report, runs, now, failed_at)
+            self.bag.attach("report", report.to_json())
+        finally:
+            path = self.bag.close()  # whatever happened above: no node or thread left behind
+        return path
+
+    def _write_run(self, report: ExecutionReport, runs: Mapping, now: float,
+                   failed_at: Optional[float]) -> None:
+        offset_ns = time.time_ns() - int(now * 1e9)
+
+        def log_ns(t: float) -> int:
+            return int(t * 1e9) + offset_ns
+
+        bag = self.bag
+        events = []
+        if report.start_stamp is not None:
+            events.append((report.start_stamp, "start_stamp", "executor",
+                           f"shared start stamp {report.start_stamp:.6f} s", Log.INFO))
+        for arm, run in runs.items():
+            for sent_at, goal in run.sent:
+                bag.write(goal_topic(arm), goal, log_ns(sent_at))
+        for arm, r in report.arms.items():
+            for t, kind, text in ((r.goal_sent_at, "goal_sent", "goal sent"),
+                                  (r.accepted_at, "goal_accepted", "goal accepted"),
+                                  (r.cancel_requested_at, "cancel_requested", "cancel requested"),
+                                  (r.cancel_acknowledged_at, "cancel_acknowledged",
+                                   "cancel acknowledged")):
+                if t is not None:
+                    events.append((t, kind, arm, text, Log.INFO))
+            confirmed = "stop confirmed" if r.stop_confirmed else "STOP UNCONFIRMED"
+            level = Log.INFO if r.status.value == "succeeded" else Log.WARN
+            if not r.stop_confirmed:
+                level = Log.ERROR
+            end = r.result_at if r.result_at is not None else now
+            events.append((end, "result", arm, f"{r.status.value}: {confirmed}; error_code "
+                           f"{r.error_code}; {r.error_string}".rstrip("; "), level))
+        if report.first_failure is not None:
+            f = report.first_failure
+            when = failed_at if failed_at is not None else now
+            events.append((when, "failure", f.arm or "executor",
+                           f"first failure: {f.reason.value}: {f.error_string}", Log.ERROR))
+        for t, kind, source, text, level in sorted(events, key=lambda e: e[0]):
+            bag.event(kind, text, source, stamp_s=t, log_time_ns=log_ns(t), level=level)
+
+    def abandon(self) -> None:
+        """Close the bag without an execution (nothing ran)."""
+        self.bag.close()
