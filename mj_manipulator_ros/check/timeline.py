@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
+import yaml
 
 from mj_manipulator_ros.core.errors import PlanError
 from mj_manipulator_ros.core.interpolation import sample
@@ -201,28 +202,28 @@ class Recording:
 
 
 def load_recording(path: str | Path) -> Recording:
-    """Read a joint-state recording: JSON lines, one ``/joint_states`` message each::
+    """Read the joint states of a recording: a rosbag2 directory or an MCAP file (every
+    ``sensor_msgs/msg/JointState`` topic, by header stamp), or JSON lines (older records), one
+    ``/joint_states`` message each::
 
         {"t": 1795999924.25, "name": ["j1", "j2"], "position": [0.1, 0.2]}
 
-    Lines may name joints in any order and subsets (several publishers); each line's values are
+    Messages may name joints in any order and subsets (several publishers); each one's values are
     merged into the latest pose, so every row holds every joint seen so far. Rows before every
     joint has been seen once are dropped.
+
+    Raises:
+        PlanError: unreadable, malformed or empty.
     """
     path = Path(path)
+    messages = _bag_joint_states(path) if path.is_dir() or path.suffix == ".mcap" \
+        else _json_joint_states(path)
     names: list[str] = []
     latest: dict[str, float] = {}
     rows, times = [], []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            msg = json.loads(line)
-            t, joint_names, pos = float(msg["t"]), msg["name"], msg["position"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise PlanError(f"{path}:{n}: expected {{t, name, position}}: {exc}") from None
+    for where, t, joint_names, pos in messages:
         if len(joint_names) != len(pos):
-            raise PlanError(f"{path}:{n}: {len(joint_names)} names but {len(pos)} positions")
+            raise PlanError(f"{where}: {len(joint_names)} names but {len(pos)} positions")
         for j, x in zip(joint_names, pos):
             if j not in latest:
                 names.append(j)
@@ -230,7 +231,53 @@ def load_recording(path: str | Path) -> Recording:
         rows.append(dict(latest))
         times.append(t)
     if not rows:
-        raise PlanError(f"{path}: the recording is empty")
+        raise PlanError(f"{path}: the recording has no joint states")
     complete = [k for k, r in enumerate(rows) if len(r) == len(names)]
     positions = np.array([[rows[k][j] for j in names] for k in complete])
-    return Recording(np.asarray(times)[complete], tuple(names), positions)
+    order = np.argsort(np.asarray(times)[complete], kind="stable")
+    return Recording(np.asarray(times)[complete][order], tuple(names), positions[order])
+
+
+def _json_joint_states(path: Path):
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            msg = json.loads(line)
+            yield f"{path}:{n}", float(msg["t"]), msg["name"], msg["position"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PlanError(f"{path}:{n}: expected {{t, name, position}}: {exc}") from None
+
+
+def _bag_joint_states(path: Path):
+    """(where, header stamp s, names, positions) of every JointState message in a rosbag2
+    directory (its MCAP files, as metadata.yaml lists them) or one MCAP file."""
+    from mcap.exceptions import McapError
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    if path.is_dir():
+        meta = path / "metadata.yaml"
+        if not meta.is_file():
+            raise PlanError(f"{path}: not a rosbag2 directory (no metadata.yaml)")
+        info = yaml.safe_load(meta.read_text())["rosbag2_bagfile_information"]
+        if info.get("storage_identifier") != "mcap":
+            raise PlanError(f"{path}: storage {info.get('storage_identifier')!r}; only MCAP bags "
+                            "are read (ros2 bag convert can make one)")
+        files = [path / f for f in info["relative_file_paths"]]
+    else:
+        files = [path]
+    for file in files:
+        try:
+            with file.open("rb") as fh:
+                reader = make_reader(fh, decoder_factories=[DecoderFactory()])
+                summary = reader.get_summary()
+                topics = [c.topic for c in summary.channels.values()
+                          if summary.schemas[c.schema_id].name == "sensor_msgs/msg/JointState"]
+                if not topics:
+                    continue
+                for _, channel, _, msg in reader.iter_decoded_messages(topics=topics):
+                    stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+                    yield f"{file} ({channel.topic})", stamp, list(msg.name), list(msg.position)
+        except (OSError, ValueError, McapError) as exc:
+            raise PlanError(f"{file}: cannot read the MCAP file: {exc}") from None
