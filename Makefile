@@ -21,4 +21,4 @@ bench: setup
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf .venv .venv-* build .pytest_cache demo_report.json demo_sequential_worst.png
+	rm -rf .venv .venv-* build .pytest_cache demo_report.json demo_sequential_worst.png demo_scene.xml demo_bags

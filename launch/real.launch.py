@@ -1,7 +1,7 @@
 """The execution node for the real OpenArm pair (its controllers run under ros2_control).
 
     ros2 launch mj_manipulator_ros real.launch.py [config:=FILE] [start_lead_s:=0.25]
-        [preflight_check:=true] [use_sim_time:=false]
+        [preflight_check:=true] [use_sim_time:=false] [record_dir:=DIR]
 
 Every decision is in mj_manipulator_ros.bringup.nodes.nodes_for (tested without launch).
 """

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import mujoco
 import pytest
 
+from bag_reader import read_bag
 from mj_manipulator_ros.apps.demo import run_demo, summary
 
 
@@ -19,11 +21,17 @@ def test_demo_runs_the_crossing_plan_synchronized(tmp_path, monkeypatch) -> None
     doc = run_demo(out=out)
     assert json.loads(out.read_text()) == json.loads(json.dumps(doc))
     assert set(doc) == {"start_stamp", "start_skew_s", "arms", "execution", "replay",
-                        "scene_xml", "physics_step"}
+                        "scene_xml", "physics_step", "bag"}
     # the composed scene is kept beside the report and loads on its own
     scene = mujoco.MjModel.from_xml_path(str(tmp_path / doc["scene_xml"]))
     assert scene.opt.timestep == doc["physics_step"]["timestep_s"] == 0.002
     assert doc["physics_step"]["binding"] is None and not doc["physics_step"]["broken"]
+    # the run is left as a bag, read back by the independent reader
+    bag = read_bag(Path(doc["bag"]))
+    assert Path(doc["bag"]).parent == tmp_path / "demo_bags"
+    assert len(bag.decoded("/joint_states")) > 500  # 14 s at 100 Hz
+    assert json.loads(bag.metadata["custom_data"]["report"]) == doc["execution"]
+    assert bag.metadata["custom_data"]["scene_xml"] == (tmp_path / doc["scene_xml"]).read_text()
     assert doc["replay"]["synchronized"]["colliding_states"] == 0
     assert doc["replay"]["sequential"]["colliding_states"] > 0
     assert (tmp_path / "demo_sequential_worst.png").stat().st_size > 10000

@@ -151,7 +151,7 @@ def test_simulator_exit_fault_and_recording(tmp_path, processes, ros) -> None:
     from mj_manipulator_ros.ros.executor import MultiArmExecutor
 
     cfg_path = multiprocess_config(tmp_path)
-    recording = tmp_path / "joint_states.jsonl"
+    recording = tmp_path / "sim_bag"
     sim = processes([*CLI, "sim", "--config", str(cfg_path), "--record", str(recording)])
     processes.wait_for_line(sim, "simulating arms", timeout=60)
     cfg = load_config(cfg_path)
@@ -164,6 +164,14 @@ def test_simulator_exit_fault_and_recording(tmp_path, processes, ros) -> None:
                                        {a.name: a.joint_names for a in cfg.arms})
     assert len(timeline) > 20  # the simulator publishes at 100 Hz of its (possibly lagging) clock
     assert scene_checker(cfg).check(timeline=timeline, mode="recorded").collision_free
+    # the bag carries the served arms' action topics and the model it simulated
+    from bag_reader import read_bag
+    bag = read_bag(recording)
+    feedback = [t for t in bag.schemas if t.endswith("/_action/feedback")]
+    assert len(feedback) == 2 and all(bag.on(t) for t in feedback)
+    custom = bag.metadata["custom_data"]
+    assert custom["scene_xml"].startswith("<mujoco") and "timestep_s" in custom["physics_step"]
+    assert custom["config"] == cfg_path.read_text()
 
     data = yaml.safe_load(cfg_path.read_text())
     data["sim"]["faults"] = {"right": {"exit_after_s": 0.3}}

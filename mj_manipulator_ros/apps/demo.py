@@ -14,7 +14,13 @@ one arm after the other (k of N colliding), and pictures the worst sequential st
     {"start_stamp": s, "start_skew_s": s,
      "arms": {arm: {"status", "motion_onset_s", "max_tracking_error_rad", "final_error_rad"}},
      "execution": <the executor's report>,
-     "replay": {"synchronized": <replay report>, "sequential": <replay report>}}
+     "replay": {"synchronized": <replay report>, "sequential": <replay report>},
+     "scene_xml": "demo_scene.xml", "physics_step": <the step and its caps>,
+     "bag": "demo_bags/<time>_<goal id>"}
+
+The execution is recorded as a bag (rosbag2, MCAP; the execution node's ``record_dir``):
+joint states, both arms' action feedback and status, the goals, the executor's events, with the
+plan, configuration, report and scene inside.
 
 ``motion_onset_s`` is the first control cycle at which the arm's commanded reference departs
 from its start, in seconds after the start stamp; ``start_skew_s`` is max - min onset.
@@ -69,12 +75,15 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
     plan = load_plan(plan_path or share_dir() / "config/plans/openarm_crossing.yaml")
     if speed != 1.0:
         plan = plan.time_scaled(speed)
+    config = config.with_execution(record_dir=str(out.with_name(out.stem.replace("_report", "") +
+                                                                  "_bags")))
     sim_cfg = sim_config(config)
     replay = replay_comparison(config, plan, out.with_name(out.stem.replace("_report", "") +
                                                            "_sequential_worst.png"))
     with RosContext() as ros:
         sim = SimNode(sim_cfg, context=ros.context).start()
         executor = MultiArmExecutor(config, context=ros.context, preflight=preflight_for(config))
+        executor.record_artifacts = sim.scene.artifacts()
         node = rclpy.create_node("mj_manipulator_execution", context=ros.context)
         server = CombinedTrajectoryServer(node, config, executor)
         server_exec = MultiThreadedExecutor(num_threads=4, context=ros.context)
@@ -127,6 +136,7 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
     onsets = [a["motion_onset_s"] for a in arms.values() if a["motion_onset_s"] is not None]
     physics = sim.scene.save(out.with_name(out.stem.replace("_report", "") + "_scene.xml"))
     doc = {"start_stamp": report.start_stamp, **physics,
+           "bag": None if server.last_record is None else str(server.last_record),
            "start_skew_s": (max(onsets) - min(onsets)) if len(onsets) == len(arms) else None,
            "arms": arms, "execution": report.to_dict(), "replay": replay}
     out.write_text(json.dumps(doc, indent=2))

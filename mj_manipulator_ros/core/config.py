@@ -137,6 +137,10 @@ class ExecutionSettings:
     preflight_check: bool = field(default=False, metadata={
         "doc": "refuse a plan that collides in synchronized replay (needs a `scene` section)",
         "override": "--preflight-check"})
+    record_dir: str = field(default="", metadata={
+        "doc": "the execution node records every goal it runs as a bag (rosbag2, MCAP) in a new "
+               "folder under this directory; empty: no recording",
+        "override": "--record-dir"})
 
 
 @dataclass(frozen=True)

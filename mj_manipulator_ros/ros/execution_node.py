@@ -25,7 +25,9 @@ MoveIt (or anything else) sends one trajectory over the joints of several arms t
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping, Optional
 
 from control_msgs.action import FollowJointTrajectory
@@ -67,6 +69,7 @@ class CombinedTrajectoryServer:
         self.config = config
         self.executor = executor
         self.last_report: Optional[ExecutionReport] = None
+        self.last_record: Optional[Path] = None   # the latest goal's bag (execution.record_dir)
         self._lock = threading.Lock()
         self._reserved: Optional[_Checked] = None   # the accepted goal not yet finished
         self._scopes: dict[bytes, CancelScope] = {}
@@ -147,7 +150,12 @@ class CombinedTrajectoryServer:
                 self._goal_handle = goal_handle
                 self._arm_feedback = {}
                 self._goal_joints = list(goal_handle.request.trajectory.joint_names)
-            report = self.executor.execute(checked.plan, scope=scope,
+            record = None
+            if self.config.execution.record_dir:
+                stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+                record = Path(self.config.execution.record_dir) / f"{stamp}_{key.hex()[:8]}"
+                self.last_record = record
+            report = self.executor.execute(checked.plan, scope=scope, record=record,
                                            tolerances=checked.tolerances, checked=True)
         except Exception as exc:  # noqa: BLE001 - checked in _on_goal; report anything else
             goal_handle.abort()

@@ -33,7 +33,6 @@ import json
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Optional
 
 import rclpy
@@ -89,11 +88,22 @@ class SimNode:
         self._spinner: Optional[BackgroundSpinner] = None
         self.recorder = None
         if record:
-            from mj_manipulator_ros.ros.joint_state_recorder import JointStateRecorder
-            self.recorder = JointStateRecorder(self.node, record)
-            # the model and its physics step beside the recording: <record>.scene.xml, .physics.json
-            info = self.scene.save(Path(f"{record}.scene.xml"))
-            Path(f"{record}.physics.json").write_text(json.dumps(info, indent=2))
+            self.recorder = self._bag(record, context)
+
+    def _bag(self, path: str, context):
+        """The simulator's run as a bag: joint states, /clock, the served arms' action feedback
+        and status; the configuration, the composed scene and its physics step inside."""
+        from mj_manipulator_ros.ros.bag_recorder import BagRecorder, arm_topics
+        from mj_manipulator_ros.ros.execution_recording import config_text
+
+        topics = [("/joint_states", JointState)]
+        if self.config.sim.use_sim_time:
+            topics.append(("/clock", Clock))
+        for arm in self.arms.values():
+            topics += arm_topics(arm.arm.action_name)
+        return BagRecorder(path, context, topics, artifacts={
+            "config": config_text(self.config.executor), "scene_xml": self.scene.xml(),
+            "physics_step": json.dumps(self.scene.step.to_dict())})
 
     def _publish_joint_states(self, snap: Snapshot) -> None:
         """One message per controller clock: every served arm in one message, unless a
