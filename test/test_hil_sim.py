@@ -52,6 +52,15 @@ def test_sim_rehearsal_passes_stages_0_through_6(tmp_path) -> None:
     assert skew and all(c["measured"] <= 0.02 for c in skew)
     assert (run / "summary.md").read_text().count("**passed**") == 7
     assert (run / "timeline.png").stat().st_size > 10000
+    # every run that moved is a bag in the run folder, linked from the summary with how to open it
+    bags = sorted((run / "bags").iterdir())
+    assert {b.name.split("_")[0] for b in bags} >= {"stage2", "stage3", "stage4", "stage5", "stage6"}
+    summary = (run / "summary.md").read_text()
+    assert all(f"(bags/{b.name})" in summary for b in bags) and "ros2 bag info" in summary
+    from bag_reader import read_bag
+    stage5 = read_bag(next(b for b in bags if b.name.startswith("stage5")))
+    assert stage5.decoded("/joint_states") and stage5.metadata["custom_data"]["scene_xml"]
+    assert (run / "scene.xml").read_text() == stage5.metadata["custom_data"]["scene_xml"]
     state = json.loads((tmp_path / "state.json").read_text())
     assert list(state.values())[0]["last_passed"] == 6
     assert "all stages passed" in out.stdout

@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 
@@ -85,9 +85,9 @@ class RunRecord:
         self._write(result.to_dict())
 
     def close(self, stages: list[tuple[int, str, str]], timeline: Optional[tuple] = None,
-              arm_joints: Optional[dict] = None) -> None:
+              arm_joints: Optional[dict] = None, bags: Sequence[tuple[int, Path]] = ()) -> None:
         self._file.close()
-        (self.dir / "summary.md").write_text(self._summary(stages))
+        (self.dir / "summary.md").write_text(self._summary(stages) + _bags_section(self.dir, bags))
         if timeline is not None and arm_joints:
             try:
                 plot_timeline(self.dir / "timeline.png", *timeline, arm_joints)
@@ -120,6 +120,25 @@ class RunRecord:
                 out.append(f"| {c['name']} | {c['subject']} | {m} | {t} | {shown} | {detail} |")
             out.append("")
         return "\n".join(out)
+
+
+def _bags_section(root: Path, bags: Sequence[tuple[int, Path]]) -> str:
+    """Where each run's bag is and how to open it."""
+    written = [(stage, p) for stage, p in bags if (p / "metadata.yaml").is_file()]
+    if not written:
+        return ""
+    out = ["## Recordings", "",
+           "Every run that moved is recorded as a bag (rosbag2, MCAP): joint states, each arm's "
+           "action feedback and status, the goals as sent, the executor's events "
+           "(`/mj_manipulator/events`), with the plan, configuration, report and scene inside "
+           "(`custom_data` in metadata.yaml). Open with `ros2 bag info <bag>`, `ros2 bag play "
+           "<bag>`, Foxglove Studio or PlotJuggler (open the `.mcap` file); replay-check with "
+           "`mj-manipulator-ros check-plan <bag> --mode recorded --config CONFIG`.", "",
+           "| stage | bag |", "| --- | --- |"]
+    for stage, p in written:
+        rel = p.relative_to(root) if p.is_relative_to(root) else p
+        out.append(f"| {stage} | [`{rel}`]({rel}) |")
+    return "\n".join(out) + "\n"
 
 
 def plot_timeline(path: Path, plan, report, samples, arm_joints: dict) -> None:

@@ -101,8 +101,10 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                     session = HilSession(config, sim=sim,
                                          real_time_factor=protocol.settings["sim_real_time_factor"])
                     _attach_scene(record, session, config)
+                    session.bags_dir = record.dir / "bags"
                     if not session.wait_for_joint_states(timeout=config.execution.server_wait_s):
                         say("hil: no /joint_states for every arm; is the robot (or --sim) up?")
+                session.stage = number
                 results_ = stage_runners.RUNNERS[st.runner_name](session, st, protocol)
             for r in results_:
                 record.check(r)
@@ -146,7 +148,8 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
         if session is not None:
             timeline = session.last_synchronized_run or session.last_run
             session.close()
-        record.close(ran, timeline, {a.name: a.joint_names for a in config.arms})
+        record.close(ran, timeline, {a.name: a.joint_names for a in config.arms},
+                     bags=[] if session is None else session.bags)
     say(f"hil: {'all stages passed' if code == EXIT_OK else 'stopped'}; summary: {record.dir / 'summary.md'}")
     return code
 
@@ -179,4 +182,6 @@ def _attach_scene(record: RunRecord, session, config) -> None:
         record.attach_scene(session.sim_node.scene, "simulation")
     elif "scene" in config.extra:
         from mj_manipulator_ros.model.scene import scene_for
-        record.attach_scene(scene_for(config), "replay check")
+        scene = scene_for(config)
+        record.attach_scene(scene, "replay check")
+        session.executor.record_artifacts = scene.artifacts()

@@ -11,6 +11,7 @@ import dataclasses
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -113,6 +114,12 @@ class HilSession:
         #: (plan, report, samples) of the latest execution, for the records
         self.last_run: Optional[tuple] = None
         self.last_synchronized_run: Optional[tuple] = None  # the latest successful one
+        #: where each run is recorded as a bag (set by the runner), the stage running, the bags
+        self.bags_dir: Optional[Path] = None
+        self.stage: int = 0
+        self.bags: list[tuple[int, Path]] = []
+        if self.sim_node is not None:
+            self.executor.record_artifacts = self.sim_node.scene.artifacts()
 
     @property
     def checker(self) -> PlanReplayChecker:
@@ -175,7 +182,11 @@ class HilSession:
         if self.interrupted.is_set():
             raise Interrupted()
         t0 = self.now()
-        report = self.executor.execute(plan)
+        record = None
+        if self.bags_dir is not None:
+            record = self.bags_dir / f"stage{self.stage}_{len(self.bags) + 1:02d}"
+            self.bags.append((self.stage, record))
+        report = self.executor.execute(plan, record=record)
         try:
             self.sleep(settle)
         except Interrupted:
