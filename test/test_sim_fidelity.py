@@ -144,3 +144,22 @@ def test_scene_xml_reproduces_the_model(openarm, tmp_path) -> None:
         mujoco.mj_step(other, d2)
     assert np.max(np.abs(d1.qpos - d2.qpos)) < 1e-9
     assert np.max(np.abs(d1.qpos - scene.initial_qpos)) > 0.05  # it did move
+
+
+def test_unserved_arms_are_ghosts(tmp_path, ros) -> None:
+    """With --serve, the other arms are another host's: they keep their start pose here, so they
+    must not collide with the served arm (regression: the crossing plan run by one process per
+    arm hit the peer's stale pose and aborted on tracking error)."""
+    from mj_manipulator_ros.sim.sim_node import SimNode
+
+    cfg = tiny_config(tmp_path, separation=0.3)
+    whole = cfg.build_scene().model
+    node = SimNode(cfg, context=ros.context, serve=["left"])
+    try:
+        m = node.scene.model
+        right = np.isin(m.geom_bodyid, list(node.scene.arms["right"].body_ids))
+        left = np.isin(m.geom_bodyid, list(node.scene.arms["left"].body_ids))
+        assert right.any() and not m.geom_contype[right].any() and not m.geom_conaffinity[right].any()
+        assert (m.geom_contype[left] == whole.geom_contype[left]).all() and m.geom_contype[left].any()
+    finally:
+        node.close()

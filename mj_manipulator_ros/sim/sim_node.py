@@ -35,6 +35,7 @@ import time
 import uuid
 from typing import Optional
 
+import numpy as np
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rosgraph_msgs.msg import Clock
@@ -60,7 +61,8 @@ class SimNode:
     def __init__(self, config: SimConfig, context=None, node_name: str = "mj_manipulator_sim",
                  serve: list[str] | None = None, record: str | None = None) -> None:
         """serve: the arms to serve (action servers, joint states); default every arm. The
-        others are simulated, holding their pose (one process per arm: serve=[arm])."""
+        others are ghosts here: they hold their start pose and collide with nothing (they are
+        another process's, one process per arm: serve=[arm])."""
         self.config = config
         unknown = sorted(set(serve or []) - set(config.executor.arm_names))
         if unknown:
@@ -71,6 +73,8 @@ class SimNode:
             self._owned = RosContext()
             context = self._owned.context
         self.scene = config.build_scene()
+        if serve is not None:
+            self._ghost(set(self.scene.arms) - set(serve))
         use_sim = config.sim.use_sim_time
         self.shared = SharedModel(self.scene, config.sim,
                                   clock=None if use_sim else (lambda _t: time.time()))
@@ -89,6 +93,16 @@ class SimNode:
         self.recorder = None
         if record:
             self.recorder = self._bag(record, context)
+
+    def _ghost(self, arms: set) -> None:
+        """Arms this process does not serve are another process's (another host's): here they
+        only hold their start pose, which is not where they are. They must not collide with
+        the served arm: their geoms lose their contacts (they stay visible)."""
+        model = self.scene.model
+        bodies = set().union(*(self.scene.arms[a].body_ids for a in arms)) if arms else set()
+        ghost = np.isin(model.geom_bodyid, list(bodies))
+        model.geom_contype[ghost] = 0
+        model.geom_conaffinity[ghost] = 0
 
     def _bag(self, path: str, context):
         """The simulator's run as a bag: joint states, /clock, the served arms' action feedback
