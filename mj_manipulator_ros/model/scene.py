@@ -30,6 +30,7 @@ from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding, bind_arm, joint_actuator
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 from mj_manipulator_ros.model.step_caps import StepChoice, choose_step
+from mj_manipulator_ros.model.torque_drive import add_torque_drive
 from mj_manipulator_ros.resources import resolve_model
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,8 @@ class Scene:
         control_period: the control period the timestep was chosen for, s.
         step: the physics step and the caps behind it.
         spec: the spec ``model`` was compiled from (see :meth:`xml`).
+        config: the scene section it was built from.
+        torque_arms: the arms given a torque drive (``model/torque_drive.py``).
     """
 
     model: mujoco.MjModel
@@ -130,11 +133,14 @@ class Scene:
     control_period: float
     step: StepChoice
     spec: mujoco.MjSpec
+    config: SceneConfig | None = None
+    torque_arms: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, scene: SceneConfig, arms: Sequence[ArmConfig], control_period: float = 0.002,
                     gravity: GravityCompensation = GravityCompensation.OFF,
-                    actuator_delays: Mapping[str, float] | None = None) -> "Scene":
+                    actuator_delays: Mapping[str, float] | None = None,
+                    torque: Mapping[str, str] | None = None) -> "Scene":
         """Compose and compile ``scene``, bind ``arms``, choose the physics step.
 
         Args:
@@ -144,6 +150,9 @@ class Scene:
             gravity: how the arms' weight is carried (see :class:`GravityCompensation`).
             actuator_delays: arm name -> s: MuJoCo's own actuator delay on every actuator of that
                 arm's joints (a command reaches the joint this much later, to the physics step).
+            torque: arm name -> servo nulling ("disable" | "full"): the arms driven in torque
+                (a motor and a torque sensor per joint; no gravity compensation: their
+                controller's feed-forward carries the weight).
         """
         spec = compose_spec(scene, scene.base_dir)
         with _quiet_attach():
@@ -157,15 +166,22 @@ class Scene:
         log.info("%s", step.summary())
         spec.option.timestep = step.timestep
         gravity = GravityCompensation(gravity)
+        torque = dict(torque or {})
+        unknown = sorted(set(torque) - set(bound))
+        if unknown:
+            raise ConfigError(f"torque drive for unknown arm(s) {unknown}; arms: {list(bound)}")
         if gravity is not GravityCompensation.OFF:
-            _compensate_gravity(spec, model, bound.values(), gravity)
+            _compensate_gravity(spec, model, [b for n, b in bound.items() if n not in torque],
+                                gravity)
+        for arm_name, nulling in torque.items():
+            add_torque_drive(spec, model, bound[arm_name], nulling)
         for arm_name, delay in (actuator_delays or {}).items():
             if delay > 0:
-                _delay_actuators(spec, model, bound[arm_name], delay, step.timestep)
+                _delay_actuators(spec, bound[arm_name], delay, step.timestep)
         with _quiet_attach():
             model = spec.compile()
         bound = {a.name: bind_arm(model, a) for a in arms}
-        return cls(model, bound, qpos, control_period, step, spec)
+        return cls(model, bound, qpos, control_period, step, spec, scene, tuple(torque))
 
     def xml(self) -> str:
         """The composed scene as one MJCF document (timestep, gravity compensation and delays
@@ -242,16 +258,13 @@ def _compensate_gravity(spec: mujoco.MjSpec, model: mujoco.MjModel, arms, mode) 
             joint.actfrcrange = [lo, hi]
 
 
-def _delay_actuators(spec: mujoco.MjSpec, model: mujoco.MjModel, arm: ArmBinding, delay: float,
-                     timestep: float) -> None:
-    """MuJoCo's actuator delay on every actuator of the arm's joints (added to any delay the
-    file gives them); the history holds enough samples for the whole delay."""
-    for acts in arm.actuators:
-        for a in acts:
-            act = spec.actuators[a.id]
-            if act.name != model.actuator(a.id).name:
-                raise ConfigError(f"arm {arm.name!r}: cannot map actuator {a.id} "
-                                  f"({model.actuator(a.id).name!r}) back to the scene spec")
+def _delay_actuators(spec: mujoco.MjSpec, arm: ArmBinding, delay: float, timestep: float) -> None:
+    """MuJoCo's actuator delay on every actuator of the arm's joints, in the spec (servos, and
+    the motors of a torque drive), added to any delay the file gives them; the history holds
+    enough samples for the whole delay."""
+    joints = set(arm.joint_names)
+    for act in spec.actuators:
+        if act.trntype == mujoco.mjtTrn.mjTRN_JOINT and act.target in joints:
             act.delay = float(act.delay) + delay
             act.nsample = max(int(act.nsample), int(math.ceil(act.delay / timestep)) + 2)
 
