@@ -23,12 +23,14 @@ from action_helpers import result, send
 from tiny_arm import tiny_config
 
 
-@pytest.fixture
-def sim(ros, tmp_path):
+@pytest.fixture(params=["position", "torque"])
+def sim(ros, tmp_path, request):
+    """Factory of simulator nodes; every test runs with each simulated controller kind."""
     made = []
+    kind = {"controller": request.param}
 
     def make(**sim_settings):
-        settings = {"real_time_factor": 1.0, **sim_settings}
+        settings = {"real_time_factor": 1.0, "arms": {"left": kind, "right": kind}, **sim_settings}
         node = SimNode(tiny_config(tmp_path, sim=settings), context=ros.context).start()
         made.append(node)
         return node

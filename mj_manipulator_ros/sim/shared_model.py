@@ -73,7 +73,8 @@ class SharedModel:
         for name, arm in scene.arms.items():
             faults = settings.faults.get(name) or ArmFaults()
             self.controllers[name] = make_controller(settings.arm(name).controller, arm,
-                                                     self.data.qpos[arm.qpos_adr], faults)
+                                                     self.data.qpos[arm.qpos_adr], faults,
+                                                     settings.arm(name), scene)
         # per arm: controller, qpos / qvel / ctrl indices (a slice where contiguous: cheaper)
         self._wiring = [(c, _index(arm.qpos_adr), _index(arm.dof_adr), _index(c.actuator_ids))
                         for c, arm in ((self.controllers[n], a) for n, a in scene.arms.items())]

@@ -12,8 +12,9 @@ is the model layer's (:mod:`mj_manipulator_ros.model.scene_config`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
@@ -22,7 +23,7 @@ from mj_manipulator_ros.model.scene import GravityCompensation, Scene
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 
 #: the simulated controller kinds (sim/controllers); the first is the default
-CONTROLLER_KINDS = ("position",)
+CONTROLLER_KINDS = ("position", "torque")
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,14 @@ class ArmSimSettings:
 
     controller: str = field(default=CONTROLLER_KINDS[0], metadata={
         "doc": "simulated controller: " + " | ".join(CONTROLLER_KINDS) + " (position: the "
-               "model's position servos follow the reference)"})
+               "model's position servos follow the reference; torque: computed torque on motors "
+               "added per joint, feed-forward from the arm's own model)"})
+    nulling: str = field(default="disable", metadata={
+        "doc": "torque: what becomes of the position servos: disable (moved to a disabled "
+               "actuator group; exact) | full (nulled every cycle; exact only under Euler)"})
+    bandwidth_hz: Union[float, Mapping[str, float]] = field(default=5.0, metadata={
+        "doc": "torque: closed-loop bandwidth, Hz (Kp = omega^2, Kd = 2 omega), one value or "
+               "joint -> Hz (joints not named: 5 Hz)"})
 
 
 @dataclass(frozen=True)
@@ -106,8 +114,10 @@ class SimConfig:
         """The scene compiled for simulation: timestep for the control rate, gravity
         compensation as configured."""
         delays = {arm: f.command_latency_s for arm, f in self.sim.faults.items()}
+        torque = {a.name: self.sim.arm(a.name).nulling for a in self.executor.arms
+                  if self.sim.arm(a.name).controller == "torque"}
         return Scene.from_config(self.scene, self.executor.arms, 1.0 / self.sim.control_rate_hz,
-                                 self.sim.gravity_compensation, delays)
+                                 self.sim.gravity_compensation, delays, torque)
 
 
 def _per_arm(raw, cls, config: ExecutorConfig, path: str) -> dict:
@@ -121,12 +131,39 @@ def _per_arm(raw, cls, config: ExecutorConfig, path: str) -> dict:
     return out
 
 
+def _bandwidths(raw: Mapping, config: ExecutorConfig, arm: str) -> dict:
+    joints = config.arm(arm).joint_names if arm in config.arm_names else ()
+    out = {}
+    for joint, hz in raw.items():
+        path = f"sim.arms.{arm}.bandwidth_hz.{joint}"
+        if joint not in joints:
+            raise ConfigError(f"{path}: not a joint of arm {arm!r}; its joints: {list(joints)}")
+        if isinstance(hz, bool) or not isinstance(hz, (int, float)) or not hz > 0:
+            raise ConfigError(f"{path}: expected a number of Hz > 0, got {hz!r}")
+        out[joint] = float(hz)
+    return out
+
+
 def sim_config(config: ExecutorConfig) -> SimConfig:
     """Read the scene and sim sections of an executor configuration (validated strictly)."""
     sim_raw = dict(config.extra.get("sim") or {})
     faults = _per_arm(sim_raw.pop("faults", None) or {}, ArmFaults, config, "sim.faults")
-    arms = _per_arm(sim_raw.pop("arms", None) or {}, ArmSimSettings, config, "sim.arms")
+    raw_arms = dict(sim_raw.pop("arms", None) or {})
+    bandwidths = {}
+    for arm, body in raw_arms.items():
+        if isinstance(body, Mapping) and isinstance(body.get("bandwidth_hz"), Mapping):
+            body = dict(body)
+            bandwidths[arm] = _bandwidths(body.pop("bandwidth_hz"), config, arm)
+            raw_arms[arm] = body
+    arms = _per_arm(raw_arms, ArmSimSettings, config, "sim.arms")
+    for arm, hz in bandwidths.items():
+        arms[arm] = dataclasses.replace(arms[arm], bandwidth_hz=hz)
     for arm, a in arms.items():
+        if a.nulling not in ("disable", "full"):
+            raise ConfigError(f"sim.arms.{arm}.nulling: expected 'disable' or 'full', got "
+                              f"{a.nulling!r}")
+        if isinstance(a.bandwidth_hz, float) and not a.bandwidth_hz > 0:
+            raise ConfigError(f"sim.arms.{arm}.bandwidth_hz: must be > 0 Hz, got {a.bandwidth_hz}")
         if a.controller not in CONTROLLER_KINDS:
             raise ConfigError(f"sim.arms.{arm}.controller: expected one of {list(CONTROLLER_KINDS)}, "
                               f"got {a.controller!r}")

@@ -54,6 +54,8 @@ class TrajectoryFollower:
         self._spline: Optional[Spline] = None
         self._start = self._first = self._end = 0.0
         self._ref0: Optional[np.ndarray] = None
+        self.reference: Optional[np.ndarray] = None
+        self.position = self._hold  # the latest position reference (J,)
 
     # ---- any thread ---------------------------------------------------------------------------
     def submit(self, goal: ControllerGoal) -> GoalTicket:
@@ -74,7 +76,15 @@ class TrajectoryFollower:
 
     # ---- physics thread -----------------------------------------------------------------------
     def update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
-        """One control cycle. Returns the position reference (J,)."""
+        """One control cycle (see :meth:`_update`); :attr:`position` keeps what it returned."""
+        self.position = self._update(now, q, qd)
+        return self.position
+
+    def _update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """One control cycle. Returns the position reference (J,); :attr:`reference` holds the
+        whole reference (3, J: position, velocity, acceleration) when it comes from the
+        trajectory, None when holding (velocity and acceleration zero)."""
+        self.reference = None
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is not None:
@@ -129,6 +139,7 @@ class TrajectoryFollower:
                              f"goal tolerance violated {tol.goal_time} s after the end: {bad}")
                 return self._hold
             return traj.positions[-1]
+        self.reference = ref
         return desired
 
     def _activate(self, ticket: GoalTicket, now: float, q: np.ndarray, qd: np.ndarray) -> None:

@@ -16,14 +16,15 @@ from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ArmBinding
 from mj_manipulator_ros.sim.controllers.base import SimulatedController
 from mj_manipulator_ros.sim.controllers.position import PositionController
-from mj_manipulator_ros.sim.sim_config import CONTROLLER_KINDS, ArmFaults
+from mj_manipulator_ros.sim.controllers.torque import TorqueController
+from mj_manipulator_ros.sim.sim_config import CONTROLLER_KINDS, ArmFaults, ArmSimSettings
 
-KINDS: dict[str, type] = {"position": PositionController}
+KINDS: dict[str, type] = {"position": PositionController, "torque": TorqueController}
 assert tuple(KINDS) == CONTROLLER_KINDS, "sim_config.CONTROLLER_KINDS and KINDS must agree"
 
 
-def make_controller(kind: str, binding: ArmBinding, hold: np.ndarray,
-                    faults: ArmFaults) -> SimulatedController:
+def make_controller(kind: str, binding: ArmBinding, hold: np.ndarray, faults: ArmFaults,
+                    settings: ArmSimSettings | None = None, scene=None) -> SimulatedController:
     """The controller of one arm.
 
     Args:
@@ -31,6 +32,8 @@ def make_controller(kind: str, binding: ArmBinding, hold: np.ndarray,
         binding: the arm's indices into the model.
         hold: the arm's initial positions (J,), held until the first goal.
         faults: the arm's injected faults.
+        settings: the arm's ``sim.arms`` entry.
+        scene: the scene (a torque controller needs its drive and the arm's robot file).
 
     Raises:
         ConfigError: unknown kind, or the model lacks what the kind drives.
@@ -38,4 +41,4 @@ def make_controller(kind: str, binding: ArmBinding, hold: np.ndarray,
     if kind not in KINDS:
         raise ConfigError(f"arm {binding.name!r}: unknown simulated controller {kind!r}; "
                           f"available: {sorted(KINDS)}")
-    return KINDS[kind](binding, hold, faults)
+    return KINDS[kind](binding, hold, faults, settings or ArmSimSettings(controller=kind), scene)

@@ -20,12 +20,14 @@ class PositionController:
         binding: the arm; each joint needs exactly one position servo.
         hold: initial positions (J,).
         faults: injected faults.
+        settings, scene: unused (the seam passes them to every kind).
 
     Raises:
         ConfigError: a joint without exactly one position servo.
     """
 
-    def __init__(self, binding: ArmBinding, hold: np.ndarray, faults: ArmFaults = ArmFaults()) -> None:
+    def __init__(self, binding: ArmBinding, hold: np.ndarray, faults: ArmFaults = ArmFaults(),
+                 settings=None, scene=None) -> None:
         self.servos = binding.position_servos()
         self.actuator_ids = self.servos.actuator_ids
         self.joint_names = binding.joint_names
