@@ -90,7 +90,8 @@ def _demo(args: argparse.Namespace) -> int:
     from mj_manipulator_ros.apps.demo import run_demo, summary
 
     doc = run_demo(Path(args.config) if args.config else None,
-                   Path(args.plan) if args.plan else None, Path(args.out), args.speed, args.view)
+                   Path(args.plan) if args.plan else None, Path(args.out), args.speed, args.view,
+                   args.controller)
     print(summary(doc))
     print(f"report written to {args.out}")
     return EXIT_OK if doc["execution"]["status"] == "succeeded" else EXIT_FAILED
@@ -236,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="demo_report.json")
     p.add_argument("--speed", type=float, default=1.0, help="speed factor (1 = as planned)")
     p.add_argument("--view", action="store_true", help="open the MuJoCo viewer (needs a display)")
+    p.add_argument("--controller", choices=["position", "torque"],
+                   help="every arm's simulated controller (default: the config's)")
     p.set_defaults(func=_demo)
 
     p = sub.add_parser("sim", help="simulated arms behind FollowJointTrajectory servers")

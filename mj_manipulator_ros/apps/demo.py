@@ -28,6 +28,7 @@ from its start, in seconds after the start stamp; ``start_skew_s`` is max - min 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -70,7 +71,8 @@ def combined_trajectory(plan: MultiArmPlan) -> JointTrajectory:
 
 
 def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
-             out: Path = Path("demo_report.json"), speed: float = 1.0, view: bool = False) -> dict:
+             out: Path = Path("demo_report.json"), speed: float = 1.0, view: bool = False,
+             controller: str | None = None) -> dict:
     config = load_config_with_model(config_path or config_file("sim_openarm.yaml"))
     plan = load_plan(plan_path or share_dir() / "config/plans/openarm_crossing.yaml")
     if speed != 1.0:
@@ -78,6 +80,10 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
     config = config.with_execution(record_dir=str(out.with_name(out.stem.replace("_report", "") +
                                                                   "_bags")))
     sim_cfg = sim_config(config)
+    if controller is not None:  # every arm's simulated controller (position servos or torque)
+        arms = {a.name: dataclasses.replace(sim_cfg.sim.arm(a.name), controller=controller)
+                for a in config.arms}
+        sim_cfg = dataclasses.replace(sim_cfg, sim=dataclasses.replace(sim_cfg.sim, arms=arms))
     replay = replay_comparison(config, plan, out.with_name(out.stem.replace("_report", "") +
                                                            "_sequential_worst.png"))
     with RosContext() as ros:

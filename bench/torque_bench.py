@@ -1,0 +1,174 @@
+"""Torque-mode simulated controllers on the OpenArm pair at 500 Hz. Prints JSON; not a test.
+
+Synchronous stepping of the simulator (no pacing, no DDS): the physics and the controllers only.
+
+- hold at the ready pose, 2 s: max |q - q0|;
+- a 0.1 rad / 0.5 Hz sine on every joint of the left arm, 4 s: max |q - reference| after the
+  first second, per joint, for the servos disabled (default), nulled fully each cycle, and
+  nulled partially (ctrl = q: the servo's stiffness gone, its -kv qd damping left);
+- the wrong bridge: holding with tau = M qdd - c (a constraint solver's torque) instead of
+  M qdd + c: drift of the left J1 over 2 s;
+- a 100 N m command on the left J1 motor: the torque the joint receives (jointactuatorfrc
+  sensor) against its force range;
+- an unmodelled 0.5 kg on each hand: hold error (the feed-forward does not read the scene);
+- the crossing plan in torque mode against the position servos: start skew (motion onsets of
+  the two arms' controllers) and max tracking error.
+
+Usage: python bench/torque_bench.py
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from mj_manipulator_ros.core.config import load_config
+from mj_manipulator_ros.core.plan_io import load_plan
+from mj_manipulator_ros.resources import config_file, share_dir
+from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
+from mj_manipulator_ros.sim.shared_model import SharedModel
+from mj_manipulator_ros.sim.sim_config import ArmSimSettings, sim_config
+
+BASE = sim_config(load_config(config_file("sim_openarm.yaml")))
+PERIOD = 1.0 / BASE.sim.control_rate_hz
+
+
+def simulator(kind: str = "torque", nulling: str = "disable", payload_kg: float = 0.0) -> SharedModel:
+    arms = {a: ArmSimSettings(controller=kind, nulling=nulling) for a in ("left", "right")}
+    shared = SharedModel.from_config(dataclasses.replace(
+        BASE, sim=dataclasses.replace(BASE.sim, arms=arms)))
+    if payload_kg:
+        m = shared.model
+        for b in range(m.nbody):
+            if m.body(b).name.endswith("ee_base_link"):
+                m.body_mass[b] += payload_kg  # the simulation's hand only: not the arm's own model
+    return shared
+
+
+def submit(shared: SharedModel, arm: str, times, p, v, a=None, stamp: float = 0.0):
+    joints = shared.scene.arms[arm].joint_names
+    req = GoalRequest(joints, list(times), np.asarray(p).tolist(), np.asarray(v).tolist(),
+                      np.asarray(a).tolist() if a is not None else [[] for _ in times], stamp)
+    reason, goal = check_goal(req, joints, shared.controller_time(), shared.settings.tolerances)
+    assert reason is None, reason
+    return shared.controllers[arm].submit(goal)
+
+
+def hold_error(shared: SharedModel, seconds: float = 2.0) -> float:
+    q0 = shared.snapshot().arms["left"].positions
+    worst = 0.0
+    for _ in range(int(seconds / PERIOD)):
+        shared.step_cycle()
+        worst = max(worst, float(np.abs(shared.data.qpos[shared.scene.arms["left"].qpos_adr] - q0).max()))
+    return worst
+
+
+def sine_error(shared: SharedModel, amplitude=0.1, hz=0.5, seconds=4.0) -> np.ndarray:
+    """Max |q - reference| per joint after the first second, rad (J,)."""
+    q0 = shared.snapshot().arms["left"].positions
+    t = np.arange(0.0, seconds + 1e-9, 0.01)
+    w = 2 * np.pi * hz
+    p = q0 + amplitude * np.sin(w * t)[:, None]
+    v = amplitude * w * np.cos(w * t)[:, None] * np.ones(q0.size)
+    a = -amplitude * w * w * np.sin(w * t)[:, None] * np.ones(q0.size)
+    v[-1] = 0.0
+    ticket = submit(shared, "left", t, p, v, a)
+    worst = np.zeros(q0.size)
+    for k in range(int((seconds + 0.2) / PERIOD)):
+        shared.step_cycle()
+        if k * PERIOD > 1.0 and ticket.outcome is None and ticket.desired is not None:
+            worst = np.maximum(worst, np.abs(ticket.actual - ticket.desired))
+    return worst
+
+
+def partial_nulling(shared: SharedModel) -> SharedModel:
+    """The trap: ctrl = q (no kv/kp qd term): stiffness gone, the servo's damping left."""
+    for c in shared.controllers.values():
+        c._null_ratio[:] = 0.0
+    return shared
+
+
+def wrong_bridge_drift() -> float:
+    """Holding with M qdd - c: the bias enters with the wrong sign (twice gravity missing)."""
+    shared = simulator()
+    for c in shared.controllers.values():
+        own = c.own
+        right = own.inverse_dynamics
+
+        def wrong(q, qd, qdd, own=own, right=right):
+            bias = right(q, qd, np.zeros_like(qdd))
+            return right(q, qd, qdd) - 2 * bias  # = M qdd - c
+        own.inverse_dynamics = wrong
+    return hold_error(shared)
+
+
+def clamp_check() -> dict:
+    shared = simulator()
+    m, d = shared.model, shared.data
+    ctrl = shared.controllers["left"]
+    motor = int(ctrl.motor_ids[0])
+    joint = shared.scene.arms["left"].joint_names[0]
+    sensor = m.sensor(f"{joint}_actfrc").adr[0]
+    d.ctrl[motor] = 100.0
+    import mujoco
+
+    mujoco.mj_step(m, d)
+    return {"commanded_Nm": 100.0, "applied_Nm": float(d.sensordata[sensor]),
+            "force_range_Nm": m.actuator_forcerange[motor].tolist()}
+
+
+def crossing(kind: str) -> dict:
+    shared = simulator(kind)
+    plan = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
+    stamp = shared.controller_time() + 0.1
+    tickets = {}
+    for arm, traj in plan.arms.items():
+        tickets[arm] = submit(shared, arm, traj.times, traj.positions, traj.velocities, None, stamp)
+    t0 = time.perf_counter()
+    while not all(t.done.is_set() for t in tickets.values()):
+        shared.step_cycle()
+        if shared.controller_time() > stamp + plan.duration + 3:
+            break
+    onsets = [t.motion_onset for t in tickets.values()]
+    return {"outcomes": {a: t.outcome for a, t in tickets.items()},
+            "start_skew_s": max(onsets) - min(onsets),
+            "max_tracking_error_rad": max(t.max_tracking_error for t in tickets.values()),
+            "wall_s": round(time.perf_counter() - t0, 2)}
+
+
+def main() -> None:
+    hold = hold_error(simulator())
+    disable = sine_error(simulator())
+    full = sine_error(simulator(nulling="full"))
+    partial = sine_error(partial_nulling(simulator(nulling="full")))
+    payload = hold_error(simulator(payload_kg=0.5))
+    torque_cross, position_cross = crossing("torque"), crossing("position")
+    mrad = lambda x: round(float(np.max(x)) * 1e3, 3)  # noqa: E731
+    out = {
+        "benchmark": "torque_mode", "cpus": os.cpu_count(), "control_rate_hz": 1 / PERIOD,
+        "hold_at_ready_mrad": mrad(hold),
+        "sine_tracking_mrad": {"servos_disabled": mrad(disable), "full_nulling": mrad(full),
+                               "partial_nulling": mrad(partial),
+                               "per_joint_servos_disabled": np.round(disable * 1e3, 3).tolist()},
+        "partial_over_full": round(float(np.max(partial) / np.max(full)), 1),
+        "wrong_bridge_drift_mrad": mrad(wrong_bridge_drift()),
+        "clamp": clamp_check(),
+        "unmodelled_payload_hold_mrad": mrad(payload),
+        "crossing": {"torque": torque_cross, "position": position_cross,
+                     "tracking_torque_over_position": round(
+                         torque_cross["max_tracking_error_rad"]
+                         / position_cross["max_tracking_error_rad"], 2)},
+        "targets": {"hold_mrad": 0.1, "sine_mrad": 2.0, "partial_over_full": 10,
+                    "wrong_bridge_mrad": 30, "payload_mrad": 20, "skew_s": PERIOD,
+                    "tracking_ratio": 2.0},
+    }
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Torque-mode simulated controllers on the OpenArm pair (the measurements of
+bench/torque_bench.py, asserted as behaviour: each trap shows, the right law holds)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import torque_bench as tb  # noqa: E402
+
+from mj_manipulator_ros.core.errors import ConfigError  # noqa: E402
+from mj_manipulator_ros.sim.controllers.torque import TorqueController  # noqa: E402
+from mj_manipulator_ros.sim.sim_config import sim_config  # noqa: E402
+from mj_manipulator_ros.core.config import config_from_mapping  # noqa: E402
+
+
+def test_holds_the_ready_pose_and_reports_the_motor_torques() -> None:
+    shared = tb.simulator()
+    assert tb.hold_error(shared) < 1e-4  # 0.1 mrad
+    ctrl = shared.controllers["left"]
+    assert isinstance(ctrl, TorqueController)
+    efforts = shared.snapshot().arms["left"].efforts
+    # /joint_states effort is what the motors apply (servos disabled, no gravity compensation)
+    np.testing.assert_allclose(efforts, ctrl.last_torque, atol=1e-9)
+    assert abs(efforts[0]) > 1.0  # holding the arm's weight
+    m = shared.model
+    assert not m.body_gravcomp[list(shared.scene.arms["left"].body_ids)].any()
+
+
+def test_sine_tracking_and_the_partial_nulling_trap() -> None:
+    disabled = tb.sine_error(tb.simulator())
+    partial = tb.sine_error(tb.partial_nulling(tb.simulator(nulling="full")))
+    # measured: 3.3 mrad (friction-dominated J3 and J7; 0.1-1.3 mrad elsewhere), 38.7 partial
+    assert disabled.max() < 5e-3
+    assert partial.max() > 5 * disabled.max()
+
+
+def test_the_wrong_bridge_drifts_with_double_gravity() -> None:
+    assert tb.wrong_bridge_drift() > 0.03  # measured 63 mrad on the left J1
+
+
+def test_a_command_beyond_the_force_range_is_applied_as_the_range() -> None:
+    c = tb.clamp_check()
+    assert c["applied_Nm"] == pytest.approx(c["force_range_Nm"][1]) and c["applied_Nm"] < 100
+
+
+def test_the_feed_forward_does_not_read_the_scene() -> None:
+    """0.5 kg added to each simulated hand, not to the arm's own model: the hold now errs."""
+    shared = tb.simulator(payload_kg=0.5)
+    own = shared.controllers["left"].own
+    hands = [b for b in range(own.model.nbody) if own.model.body(b).name.endswith("ee_base_link")]
+    scene_hands = [b for b in range(shared.model.nbody)
+                   if shared.model.body(b).name.endswith("ee_base_link")]
+    assert own.model.body_mass[hands[0]] + 0.5 == pytest.approx(shared.model.body_mass[scene_hands[0]])
+    assert tb.hold_error(shared) > 3e-3  # measured 7.3 mrad
+
+
+def test_crossing_plan_in_torque_mode() -> None:
+    torque, position = tb.crossing("torque"), tb.crossing("position")
+    assert set(torque["outcomes"].values()) == {"succeeded"}
+    assert torque["start_skew_s"] <= tb.PERIOD
+    assert torque["max_tracking_error_rad"] <= 2 * position["max_tracking_error_rad"]
+
+
+def test_torque_needs_its_arms_own_file(tmp_path) -> None:
+    """An arm whose joints are not all in one robot file of the scene cannot have a dynamics
+    model of its own: refused, naming the arm."""
+    from tiny_arm import ARM_XML
+
+    (tmp_path / "a.xml").write_text(ARM_XML)
+    cfg = sim_config(config_from_mapping({
+        "arms": [{"name": "mixed", "joint_names": ["x_j1", "y_j2"]}],
+        "scene": {"models": [{"file": str(tmp_path / "a.xml"), "prefix": "x_"},
+                             {"file": str(tmp_path / "a.xml"), "prefix": "y_"}], "floor": False},
+        "sim": {"arms": {"mixed": {"controller": "torque"}}}}))
+    from mj_manipulator_ros.sim.shared_model import SharedModel
+
+    with pytest.raises(ConfigError, match=r"arm 'mixed': no single robot file"):
+        SharedModel.from_config(cfg)
