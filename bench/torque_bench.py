@@ -11,6 +11,8 @@ Synchronous stepping of the simulator (no pacing, no DDS): the physics and the c
 - a 100 N m command on the left J1 motor: the torque the joint receives (jointactuatorfrc
   sensor) against its force range;
 - an unmodelled 0.5 kg on each hand: hold error (the feed-forward does not read the scene);
+- a task-space hold of the left TCP for 2,500 steps through constrained dynamics (Gauss's
+  principle), bridged to torques by RNEA against the constraint torque alone;
 - the crossing plan in torque mode against the position servos: start skew (motion onsets of
   the two arms' controllers) and max tracking error.
 
@@ -141,6 +143,34 @@ def crossing(kind: str) -> dict:
             "wall_s": round(time.perf_counter() - t0, 2)}
 
 
+def task_hold(bridge: str, axes=None, steps: int = 2500) -> float:
+    """Max TCP position error (m) of the left arm held in task space for ``steps`` physics
+    steps (the right arm held by its torque controller)."""
+    import mujoco
+
+    from mj_manipulator_ros.sim.controllers.task_hold import AXES, TaskSpaceHold
+
+    shared = simulator()
+    m, d = shared.model, shared.data
+    left, right = shared.controllers["left"], shared.controllers["right"]
+    arm = shared.scene.arms["left"]
+    hold = TaskSpaceHold(left.own, "left_ee_control_point", axes or AXES)
+    hold.hold_here(d.qpos[arm.qpos_adr].copy())
+    site = m.site("left_ee_control_point").id
+    x0 = d.site_xpos[site].copy()
+    rarm = shared.scene.arms["right"]
+    worst = 0.0
+    for _ in range(steps):
+        q, qd = d.qpos[arm.qpos_adr].copy(), d.qvel[arm.dof_adr].copy()
+        tau = np.clip(hold.torque(q, qd, bridge), left.force_low, left.force_high)
+        d.ctrl[left.motor_ids] = tau
+        d.ctrl[right.actuator_ids] = right.update(d.time, d.qpos[rarm.qpos_adr].copy(),
+                                                  d.qvel[rarm.dof_adr].copy())
+        mujoco.mj_step(m, d)
+        worst = max(worst, float(np.linalg.norm(d.site_xpos[site] - x0)))
+    return worst
+
+
 def main() -> None:
     hold = hold_error(simulator())
     disable = sine_error(simulator())
@@ -148,6 +178,8 @@ def main() -> None:
     partial = sine_error(partial_nulling(simulator(nulling="full")))
     payload = hold_error(simulator(payload_kg=0.5))
     torque_cross, position_cross = crossing("torque"), crossing("position")
+    rnea, constraint = task_hold("rnea"), task_hold("constraint")
+    free_z = task_hold("rnea", ("x", "y", "rx", "ry", "rz"))
     mrad = lambda x: round(float(np.max(x)) * 1e3, 3)  # noqa: E731
     out = {
         "benchmark": "torque_mode", "cpus": os.cpu_count(), "control_rate_hz": 1 / PERIOD,
@@ -159,13 +191,17 @@ def main() -> None:
         "wrong_bridge_drift_mrad": mrad(wrong_bridge_drift()),
         "clamp": clamp_check(),
         "unmodelled_payload_hold_mrad": mrad(payload),
+        "task_space_hold_2500_steps_mm": {"rnea_bridge": round(rnea * 1e3, 4),
+                                          "constraint_torque_only": round(constraint * 1e3, 4),
+                                          "ratio": round(constraint / rnea, 1),
+                                          "rnea_bridge_linear_z_free": round(free_z * 1e3, 4)},
         "crossing": {"torque": torque_cross, "position": position_cross,
                      "tracking_torque_over_position": round(
                          torque_cross["max_tracking_error_rad"]
                          / position_cross["max_tracking_error_rad"], 2)},
         "targets": {"hold_mrad": 0.1, "sine_mrad": 2.0, "partial_over_full": 10,
                     "wrong_bridge_mrad": 30, "payload_mrad": 20, "skew_s": PERIOD,
-                    "tracking_ratio": 2.0},
+                    "tracking_ratio": 2.0, "task_hold_ratio": 4},
     }
     print(json.dumps(out, indent=2))
 
