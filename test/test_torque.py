@@ -101,3 +101,17 @@ def test_task_space_hold_refuses_unknown_axes() -> None:
         TaskSpaceHold(own, "left_ee_control_point", ["q"])
     with pytest.raises(ConfigError, match="no site 'nope'"):
         TaskSpaceHold(own, "nope")
+
+
+@pytest.mark.parametrize("bad, words", [
+    ("abc", "bandwidth_hz: expected one of"), (-1.0, "bandwidth_hz: must be > 0 Hz, got -1.0"),
+    ({"nope": 3}, "bandwidth_hz.nope: not a joint of arm 'a'"),
+    ({"j": 0.0}, "bandwidth_hz.j: must be > 0 Hz"), ("full", "expected one of")])
+def test_bad_torque_settings_are_named(bad, words) -> None:
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace("[", r"\[")):
+        sim_config(config_from_mapping({"arms": [{"name": "a", "joint_names": ["j"]}],
+                                        "sim": {"arms": {"a": {"controller": "torque",
+                                                               "bandwidth_hz": bad}}}}))
+    with pytest.raises(ConfigError, match=r"sim.arms.a.nulling: expected 'disable' or 'full'"):
+        sim_config(config_from_mapping({"arms": [{"name": "a", "joint_names": ["j"]}],
+                                        "sim": {"arms": {"a": {"nulling": "half"}}}}))

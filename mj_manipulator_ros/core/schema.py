@@ -9,6 +9,7 @@ what came.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
 import math
@@ -26,7 +27,7 @@ def _type_name(tp: Any) -> str:
 
 def convert(value: Any, tp: Any, path: str) -> Any:
     """Check/convert one value to the annotated type ``tp`` (float, int, bool, str, an Enum of
-    strings (by value), tuple[str, ...], Optional[...], a dataclass)."""
+    strings (by value), tuple[str, ...], Mapping[K, V], Optional[...], Union[...], a dataclass)."""
     origin = typing.get_origin(tp)
     if origin is typing.Union:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -50,6 +51,13 @@ def convert(value: Any, tp: Any, path: str) -> Any:
         if not isinstance(value, str) or value not in choices:
             raise ConfigError(f"{path}: expected one of {choices}, got {value!r}")
         return tp(value)
+    if origin in (collections.abc.Mapping, dict):
+        key_tp, value_tp = typing.get_args(tp)
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping of {_type_name(key_tp)} -> "
+                              f"{_type_name(value_tp)}, got {value!r}")
+        return {convert(k, key_tp, f"{path} key"): convert(v, value_tp, f"{path}.{k}")
+                for k, v in value.items()}
     if origin is tuple:
         (item,) = [a for a in typing.get_args(tp) if a is not Ellipsis]
         if not isinstance(value, (list, tuple)):

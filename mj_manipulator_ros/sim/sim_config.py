@@ -12,7 +12,6 @@ is the model layer's (:mod:`mj_manipulator_ros.model.scene_config`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
@@ -131,34 +130,24 @@ def _per_arm(raw, cls, config: ExecutorConfig, path: str) -> dict:
     return out
 
 
-def _bandwidths(raw: Mapping, config: ExecutorConfig, arm: str) -> dict:
-    joints = config.arm(arm).joint_names if arm in config.arm_names else ()
-    out = {}
-    for joint, hz in raw.items():
+def _check_bandwidths(hz_by_joint: Mapping, config: ExecutorConfig, arm: str) -> None:
+    joints = config.arm(arm).joint_names
+    for joint, hz in hz_by_joint.items():
         path = f"sim.arms.{arm}.bandwidth_hz.{joint}"
         if joint not in joints:
             raise ConfigError(f"{path}: not a joint of arm {arm!r}; its joints: {list(joints)}")
-        if isinstance(hz, bool) or not isinstance(hz, (int, float)) or not hz > 0:
-            raise ConfigError(f"{path}: expected a number of Hz > 0, got {hz!r}")
-        out[joint] = float(hz)
-    return out
+        if not hz > 0:
+            raise ConfigError(f"{path}: must be > 0 Hz, got {hz}")
 
 
 def sim_config(config: ExecutorConfig) -> SimConfig:
     """Read the scene and sim sections of an executor configuration (validated strictly)."""
     sim_raw = dict(config.extra.get("sim") or {})
     faults = _per_arm(sim_raw.pop("faults", None) or {}, ArmFaults, config, "sim.faults")
-    raw_arms = dict(sim_raw.pop("arms", None) or {})
-    bandwidths = {}
-    for arm, body in raw_arms.items():
-        if isinstance(body, Mapping) and isinstance(body.get("bandwidth_hz"), Mapping):
-            body = dict(body)
-            bandwidths[arm] = _bandwidths(body.pop("bandwidth_hz"), config, arm)
-            raw_arms[arm] = body
-    arms = _per_arm(raw_arms, ArmSimSettings, config, "sim.arms")
-    for arm, hz in bandwidths.items():
-        arms[arm] = dataclasses.replace(arms[arm], bandwidth_hz=hz)
+    arms = _per_arm(sim_raw.pop("arms", None) or {}, ArmSimSettings, config, "sim.arms")
     for arm, a in arms.items():
+        if isinstance(a.bandwidth_hz, Mapping):
+            _check_bandwidths(a.bandwidth_hz, config, arm)
         if a.nulling not in ("disable", "full"):
             raise ConfigError(f"sim.arms.{arm}.nulling: expected 'disable' or 'full', got "
                               f"{a.nulling!r}")
