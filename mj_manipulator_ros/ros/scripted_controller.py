@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import enum
 import os
+import signal
 import threading
 from dataclasses import dataclass
 
@@ -167,6 +168,10 @@ class ScriptedController:
         self._server.destroy()
 
 
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--action", required=True)
@@ -174,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", type=float, default=0.0)
     args = parser.parse_args(argv)
     rclpy.init()
+    # SIGTERM ends it like Ctrl-C: rclpy shuts down and the node leaves the graph at once (killed
+    # outright, its servers would linger in the peers' discovery until their lease ran out)
+    signal.signal(signal.SIGTERM, _interrupt)
     node = rclpy.create_node(f"scripted_controller_{os.getpid()}")
     ScriptedController(node, args.action, Behavior(args.behavior), args.after)
     executor = MultiThreadedExecutor(num_threads=4)
