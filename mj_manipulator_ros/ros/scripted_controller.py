@@ -29,11 +29,12 @@ from __future__ import annotations
 import argparse
 import enum
 import os
-import signal
 import threading
 from dataclasses import dataclass
 
 import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.signals import SignalHandlerOptions
 from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -168,27 +169,23 @@ class ScriptedController:
         self._server.destroy()
 
 
-def _interrupt(_signum, _frame) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--action", required=True)
     parser.add_argument("--behavior", default="succeed", choices=[b.value for b in Behavior])
     parser.add_argument("--after", type=float, default=0.0)
     args = parser.parse_args(argv)
-    rclpy.init()
-    # SIGTERM ends it like Ctrl-C: rclpy shuts down and the node leaves the graph at once (killed
-    # outright, its servers would linger in the peers' discovery until their lease ran out)
-    signal.signal(signal.SIGTERM, _interrupt)
+    # SIGTERM ends it like Ctrl-C: rclpy shuts the context down and the node leaves the graph
+    # (killed outright, its servers would linger in the peers' discovery until their lease ran
+    # out)
+    rclpy.init(signal_handler_options=SignalHandlerOptions.ALL)
     node = rclpy.create_node(f"scripted_controller_{os.getpid()}")
     ScriptedController(node, args.action, Behavior(args.behavior), args.after)
     executor = MultiThreadedExecutor(num_threads=4)
     executor.add_node(node)
     try:
         executor.spin()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
         executor.shutdown(timeout_sec=2.0)
