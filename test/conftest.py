@@ -92,7 +92,7 @@ class Processes:
         import subprocess
 
         p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=self.env, **kwargs)
+                             env=self.env, preexec_fn=_default_sigint, **kwargs)
         p.lines = queue.Queue()
         p.stderr_seen = []
 
@@ -143,6 +143,15 @@ class Processes:
             p.reader.join(timeout=10)
             p.stdout.close()
             p.stderr.close()
+
+
+def _default_sigint() -> None:
+    """In the child, before exec: Ctrl-C as a terminal gives it. A suite run as a background job
+    (``make test &``) has SIGINT ignored, and an ignored signal stays ignored across exec: the
+    Ctrl-C tests would then test nothing but the ignoring."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture
