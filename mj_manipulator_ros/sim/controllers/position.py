@@ -3,17 +3,14 @@ servo (``ctrl`` = the reference position), as ros2_control's position command in
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from mj_manipulator_ros.model.arm_binding import ArmBinding
-from mj_manipulator_ros.sim.goal import ControllerGoal, GoalTicket
+from mj_manipulator_ros.sim.controllers.following import FollowingController
 from mj_manipulator_ros.sim.sim_config import ArmFaults
-from mj_manipulator_ros.sim.trajectory_follower import TrajectoryFollower
 
 
-class PositionController:
+class PositionController(FollowingController):
     """Drives one position servo per joint (the binding must have them).
 
     Args:
@@ -30,26 +27,7 @@ class PositionController:
                  settings=None, scene=None) -> None:
         self.servos = binding.position_servos()
         self.actuator_ids = self.servos.actuator_ids
-        self.joint_names = binding.joint_names
-        self.follower = TrajectoryFollower(binding.joint_names, hold, faults)
-
-    @property
-    def faults(self) -> ArmFaults:
-        return self.follower.faults
-
-    @faults.setter
-    def faults(self, value: ArmFaults) -> None:
-        self.follower.faults = value
-
-    @property
-    def active(self) -> Optional[GoalTicket]:
-        return self.follower.active
-
-    def submit(self, goal: ControllerGoal) -> GoalTicket:
-        return self.follower.submit(goal)
-
-    def cancel(self, ticket: GoalTicket) -> None:
-        self.follower.cancel(ticket)
+        super().__init__(binding.joint_names, hold, faults)
 
     def update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         return self.follower.update(now, q, qd)

@@ -16,7 +16,6 @@ torque equals the bias (gravity) torque. Efforts in /joint_states are the applie
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import mujoco
 import numpy as np
@@ -25,14 +24,13 @@ from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding
 from mj_manipulator_ros.model.torque_drive import OwnModel
 from mj_manipulator_ros.resources import resolve_model
-from mj_manipulator_ros.sim.goal import ControllerGoal, GoalTicket
+from mj_manipulator_ros.sim.controllers.following import FollowingController
 from mj_manipulator_ros.sim.sim_config import ArmFaults, ArmSimSettings
-from mj_manipulator_ros.sim.trajectory_follower import TrajectoryFollower
 
 FRICTION_VELOCITY = 0.01  # rad/s: the smooth sign of the friction feed-forward
 
 
-class TorqueController:
+class TorqueController(FollowingController):
     """Args:
         binding: the arm (its joints must have the motors the torque drive adds).
         hold: initial positions (J,).
@@ -46,8 +44,7 @@ class TorqueController:
         if scene is None or binding.name not in scene.torque_arms:
             raise ConfigError(f"arm {binding.name!r}: the torque controller needs the scene built "
                               "with a torque drive for it (SimConfig.build_scene does this)")
-        self.joint_names = binding.joint_names
-        self.follower = TrajectoryFollower(binding.joint_names, hold, faults)
+        super().__init__(binding.joint_names, hold, faults)
         model = scene.model
         motors, servos = [], []
         for joint, acts in zip(binding.joint_names, binding.actuators):
@@ -78,24 +75,6 @@ class TorqueController:
         self.kp, self.kd = omega**2, 2 * omega
         self.own = own_model(scene, binding)
         self.last_torque = np.zeros(len(binding.joint_names))
-
-    @property
-    def faults(self) -> ArmFaults:
-        return self.follower.faults
-
-    @faults.setter
-    def faults(self, value: ArmFaults) -> None:
-        self.follower.faults = value
-
-    @property
-    def active(self) -> Optional[GoalTicket]:
-        return self.follower.active
-
-    def submit(self, goal: ControllerGoal) -> GoalTicket:
-        return self.follower.submit(goal)
-
-    def cancel(self, ticket: GoalTicket) -> None:
-        self.follower.cancel(ticket)
 
     def update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         p = self.follower.update(now, q, qd)
