@@ -225,8 +225,10 @@ def test_many_executions_never_hang(run, ros, scripted) -> None:
     arms = ("a", "b", "c", "d")
     ctl = scripted({a: "succeed" for a in arms})
     # lead 0.1 s: the first goals to four fresh servers are accepted up to ~50 ms after sending
-    # on this 2-core machine (later ones in 10-20 ms); the test is about hangs, not margins
-    with MultiArmExecutor(make_config(arms, start_lead_s=0.1), context=ros.context) as ex:
+    # on this 2-core machine (later ones in 10-20 ms), and a loaded CI machine once took 103 ms:
+    # the test is about hangs, not margins, so a late acceptance is allowed here
+    config = make_config(arms, start_lead_s=0.1, allow_late_acceptance=True)
+    with MultiArmExecutor(config, context=ros.context) as ex:
         plan = make_plan(arms, duration=0.1, points=3)
         reports = [ex.execute(plan) for _ in range(25)]
     assert all(r.succeeded for r in reports), [r.summary() for r in reports if not r.succeeded][:1]
