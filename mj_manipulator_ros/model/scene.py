@@ -18,7 +18,7 @@ import json
 import logging
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -31,6 +31,7 @@ from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding, bind_
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 from mj_manipulator_ros.model.step_caps import StepChoice, choose_step
 from mj_manipulator_ros.model.torque_drive import add_torque_drive
+from mj_manipulator_ros.model.twin_model import TwinJoints, check_twin_owned, make_twin_owned
 from mj_manipulator_ros.resources import resolve_model
 
 log = logging.getLogger(__name__)
@@ -135,12 +136,13 @@ class Scene:
     spec: mujoco.MjSpec
     config: SceneConfig | None = None
     torque_arms: tuple[str, ...] = ()
+    twin: dict[str, TwinJoints] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, scene: SceneConfig, arms: Sequence[ArmConfig], control_period: float = 0.002,
                     gravity: GravityCompensation = GravityCompensation.OFF,
                     actuator_delays: Mapping[str, float] | None = None,
-                    torque: Mapping[str, str] | None = None) -> "Scene":
+                    torque: Mapping[str, str] | None = None, twin: bool = False) -> "Scene":
         """Compose and compile ``scene``, bind ``arms``, choose the physics step.
 
         Args:
@@ -153,6 +155,9 @@ class Scene:
             torque: arm name -> servo nulling ("disable" | "full"): the arms driven in torque
                 (a motor and a torque sensor per joint; no gravity compensation: their
                 controller's feed-forward carries the weight).
+            twin: the twin-owned variant for co-simulation (``model/twin_model.py``): armature,
+                joint friction, actuators and gravity compensation removed, fingers welded;
+                excludes ``torque`` and actuator delays.
         """
         spec = compose_spec(scene, scene.base_dir)
         with _quiet_attach():
@@ -170,6 +175,9 @@ class Scene:
         unknown = sorted(set(torque) - set(bound))
         if unknown:
             raise ConfigError(f"torque drive for unknown arm(s) {unknown}; arms: {list(bound)}")
+        if twin:
+            return cls._twin_owned(spec, model, bound, arms, scene, control_period, step, torque,
+                                   actuator_delays)
         if gravity is not GravityCompensation.OFF:
             _compensate_gravity(spec, model, [b for n, b in bound.items() if n not in torque],
                                 gravity)
@@ -182,6 +190,24 @@ class Scene:
             model = spec.compile()
         bound = {a.name: bind_arm(model, a) for a in arms}
         return cls(model, bound, qpos, control_period, step, spec, scene, tuple(torque))
+
+    @classmethod
+    def _twin_owned(cls, spec, model, bound, arms, scene, control_period, step, torque,
+                    delays) -> "Scene":
+        if torque:
+            raise ConfigError(f"arms {sorted(torque)}: a torque drive under co-simulation; the "
+                              "actuator twin drives every arm joint")
+        delayed = sorted(a for a, s in (delays or {}).items() if s > 0)
+        if delayed:
+            raise ConfigError(f"sim.faults.<arm>.command_latency_s for {delayed}: MuJoCo's "
+                              "actuator delay, and under co-simulation the model has no actuators")
+        joints = make_twin_owned(spec, model, bound)
+        with _quiet_attach():
+            model = spec.compile()
+        bound = {a.name: bind_arm(model, a) for a in arms}
+        check_twin_owned(model, bound)
+        return cls(model, bound, _initial_qpos(model, scene), control_period, step, spec, scene,
+                   (), joints)
 
     def xml(self) -> str:
         """The composed scene as one MJCF document (timestep, gravity compensation and delays
