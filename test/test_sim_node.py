@@ -23,14 +23,17 @@ from action_helpers import result, send
 from tiny_arm import tiny_config
 
 
-@pytest.fixture(params=["position", "torque"])
+@pytest.fixture(params=["position", "torque", "mit"])
 def sim(ros, tmp_path, request):
-    """Factory of simulator nodes; every test runs with each simulated controller kind."""
+    """Factory of simulator nodes; every test runs with each simulated controller kind (mit:
+    the actuator twin co-simulated with MuJoCo)."""
     made = []
     kind = {"controller": request.param}
+    physics = {"physics": "cosim"} if request.param == "mit" else {}
 
     def make(**sim_settings):
-        settings = {"real_time_factor": 1.0, "arms": {"left": kind, "right": kind}, **sim_settings}
+        settings = {"real_time_factor": 1.0, "arms": {"left": kind, "right": kind}, **physics,
+                    **sim_settings}
         node = SimNode(tiny_config(tmp_path, sim=settings), context=ros.context).start()
         made.append(node)
         return node

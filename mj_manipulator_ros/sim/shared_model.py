@@ -31,6 +31,7 @@ import numpy as np
 
 from mj_manipulator_ros.model.scene import Scene
 from mj_manipulator_ros.sim.controllers import SimulatedController, make_controller
+from mj_manipulator_ros.sim.cosim import CoSim, ExchangeChoice, build_cosim
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig, SimSettings
 
 
@@ -83,6 +84,13 @@ class SharedModel:
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
         self.cycles = 0
+        self.cosim: Optional[CoSim] = None   # sim.physics cosim: the twin integrates the arms
+        self.exchange: Optional[ExchangeChoice] = None
+        if settings.physics == "cosim":
+            self.cosim, self.exchange = build_cosim(scene, settings, self.data)
+            sizes = np.cumsum([0] + [len(a.joint_names) for a in scene.arms.values()])
+            self._twin_cols = [slice(int(a), int(b)) for a, b in zip(sizes[:-1], sizes[1:])]
+            self._twin_command = np.zeros((5, int(sizes[-1])))
 
     @classmethod
     def from_config(cls, config: SimConfig, clock: Optional[Callable[[float], float]] = None
@@ -138,13 +146,16 @@ class SharedModel:
         m, d = self.model, self.data
         with self.lock:
             now = self._clock(float(d.time))
-            for controller, qi, vi, ci in self._wiring:
-                d.ctrl[ci] = controller.update(now + controller.faults.clock_offset_s,
-                                               d.qpos[qi].copy(), d.qvel[vi].copy())
-            if self.steps_per_cycle == 1:
-                mujoco.mj_step(m, d)
+            if self.cosim is not None:
+                self._cosim_cycle(now)
             else:
-                mujoco.mj_step(m, d, self.steps_per_cycle)
+                for controller, qi, vi, ci in self._wiring:
+                    d.ctrl[ci] = controller.update(now + controller.faults.clock_offset_s,
+                                                   d.qpos[qi].copy(), d.qvel[vi].copy())
+                if self.steps_per_cycle == 1:
+                    mujoco.mj_step(m, d)
+                else:
+                    mujoco.mj_step(m, d, self.steps_per_cycle)
             self.cycles += 1
             now_sim = float(d.time)
             due = [obs for obs in self._observers if now_sim + 1e-12 >= obs[1]]
@@ -153,6 +164,17 @@ class SharedModel:
             obs[1] = now_sim + obs[0]
             obs[2](snap)
         return snap
+
+    def _cosim_cycle(self, now: float) -> None:
+        """The controllers' MIT commands to the twin, then the cycle's exchanges (which advance
+        MuJoCo's time; its integrator never runs)."""
+        d, cmd = self.data, self._twin_command
+        for (controller, qi, vi, _), cols in zip(self._wiring, self._twin_cols):
+            cmd[:, cols] = controller.update(now + controller.faults.clock_offset_s,
+                                             d.qpos[qi].copy(), d.qvel[vi].copy())
+        self.cosim.twin.command(*cmd)
+        for _ in range(self.exchange.exchanges_per_cycle):
+            self.cosim.exchange()
 
     def _loop(self) -> None:
         wall0 = time.monotonic()

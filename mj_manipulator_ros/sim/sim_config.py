@@ -22,7 +22,9 @@ from mj_manipulator_ros.model.scene import GravityCompensation, Scene
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 
 #: the simulated controller kinds (sim/controllers); the first is the default
-CONTROLLER_KINDS = ("position", "torque")
+CONTROLLER_KINDS = ("position", "torque", "mit")
+#: what integrates the arm joints: MuJoCo alone, or an actuator twin co-simulated with it
+PHYSICS = ("mujoco", "cosim")
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,32 @@ class ArmSimSettings:
     controller: str = field(default=CONTROLLER_KINDS[0], metadata={
         "doc": "simulated controller: " + " | ".join(CONTROLLER_KINDS) + " (position: the "
                "model's position servos follow the reference; torque: computed torque on motors "
-               "added per joint, feed-forward from the arm's own model)"})
+               "added per joint, feed-forward from the arm's own model; mit: MIT-mode commands "
+               "to the actuator twin, with sim.physics cosim)"})
     nulling: str = field(default="disable", metadata={
         "doc": "torque: what becomes of the position servos: disable (moved to a disabled "
                "actuator group; exact) | full (nulled every cycle; exact only under Euler)"})
     bandwidth_hz: Union[float, Mapping[str, float]] = field(default=5.0, metadata={
         "doc": "torque: closed-loop bandwidth, Hz (Kp = omega^2, Kd = 2 omega), one value or "
                "joint -> Hz (joints not named: 5 Hz)"})
+
+
+@dataclass(frozen=True)
+class CosimSettings:
+    """The actuator twin and its exchange with MuJoCo (``sim.physics: cosim``; docs/cosim.md).
+    Each twin joint's inertia, Coulomb friction and torque limit are the robot file's armature,
+    frictionloss and actuator force range (removed from the MuJoCo model)."""
+
+    exchange_hz: Union[float, str] = field(default="auto", metadata={
+        "doc": "exchanges per second (a whole number of 50 us ticks dividing the control "
+               "period), or auto: the lowest rate the stability pre-check allows"})
+    current_loop_hz: float = field(default=1000.0, metadata={
+        "doc": "the motors' current (torque) loop bandwidth, Hz (first order)", "min": 1.0})
+    encoder_counts_per_rev: int = field(default=65536, metadata={
+        "doc": "encoder counts per output revolution (0: exact positions)", "min": 0})
+    viscous_friction: float = field(default=0.0, metadata={
+        "doc": "drivetrain viscous friction, N m s/rad, every joint (the file's joint damping "
+               "stays in MuJoCo as the links')", "min": 0.0})
 
 
 @dataclass(frozen=True)
@@ -93,6 +114,11 @@ class SimSettings:
                "as a real arm's gravity feed-forward: in the effort, within the force range); "
                "body: MuJoCo body_gravcomp (free, not in the effort; for models without force "
                "ranges); off: the P servos sag"})
+    physics: str = field(default=PHYSICS[0], metadata={
+        "doc": "mujoco: MuJoCo integrates everything; cosim: an actuator twin integrates the arm "
+               "joints at 20 kHz and MuJoCo is their inverse-dynamics load (every arm's "
+               "controller must be mit; docs/cosim.md)"})
+    cosim: CosimSettings = CosimSettings()
     allow_partial_joints_goal: bool = False
     allow_nonzero_velocity_at_trajectory_end: bool = False
     tolerances: ToleranceDefaults = ToleranceDefaults()
@@ -116,7 +142,8 @@ class SimConfig:
         torque = {a.name: self.sim.arm(a.name).nulling for a in self.executor.arms
                   if self.sim.arm(a.name).controller == "torque"}
         return Scene.from_config(self.scene, self.executor.arms, 1.0 / self.sim.control_rate_hz,
-                                 self.sim.gravity_compensation, delays, torque)
+                                 self.sim.gravity_compensation, delays, torque,
+                                 twin=self.sim.physics == "cosim")
 
 
 def _per_arm(raw, cls, config: ExecutorConfig, path: str) -> dict:
@@ -140,6 +167,25 @@ def _check_bandwidths(hz_by_joint: Mapping, config: ExecutorConfig, arm: str) ->
             raise ConfigError(f"{path}: must be > 0 Hz, got {hz}")
 
 
+def _check_physics(settings: SimSettings, config: ExecutorConfig) -> None:
+    if settings.physics not in PHYSICS:
+        raise ConfigError(f"sim.physics: expected one of {list(PHYSICS)}, got {settings.physics!r}")
+    cosim = settings.physics == "cosim"
+    for arm in config.arm_names:
+        kind = settings.arm(arm).controller
+        if cosim and kind != "mit":
+            raise ConfigError(f"sim.arms.{arm}.controller: {kind!r} under sim.physics cosim; the "
+                              "actuator twin takes MIT-mode commands: set controller: mit")
+        if not cosim and kind == "mit":
+            raise ConfigError(f"sim.arms.{arm}.controller: 'mit' drives an actuator twin; set "
+                              "sim.physics: cosim")
+    rate = settings.cosim.exchange_hz
+    if isinstance(rate, str) and rate != "auto":
+        raise ConfigError(f"sim.cosim.exchange_hz: expected a rate in Hz or 'auto', got {rate!r}")
+    if not isinstance(rate, str) and not rate > 0:
+        raise ConfigError(f"sim.cosim.exchange_hz: must be > 0 Hz, got {rate}")
+
+
 def sim_config(config: ExecutorConfig) -> SimConfig:
     """Read the scene and sim sections of an executor configuration (validated strictly)."""
     sim_raw = dict(config.extra.get("sim") or {})
@@ -158,4 +204,5 @@ def sim_config(config: ExecutorConfig) -> SimConfig:
                               f"got {a.controller!r}")
     settings = from_mapping(SimSettings, sim_raw, "sim")
     settings = SimSettings(**{**settings.__dict__, "arms": arms, "faults": faults})
+    _check_physics(settings, config)
     return SimConfig(config, scene_config(config), settings)

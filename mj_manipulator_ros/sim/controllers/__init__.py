@@ -15,11 +15,13 @@ import numpy as np
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ArmBinding
 from mj_manipulator_ros.sim.controllers.base import SimulatedController
+from mj_manipulator_ros.sim.controllers.mit import MitController
 from mj_manipulator_ros.sim.controllers.position import PositionController
 from mj_manipulator_ros.sim.controllers.torque import TorqueController
 from mj_manipulator_ros.sim.sim_config import CONTROLLER_KINDS, ArmFaults, ArmSimSettings
 
-KINDS: dict[str, type] = {"position": PositionController, "torque": TorqueController}
+KINDS: dict[str, type] = {"position": PositionController, "torque": TorqueController,
+                          "mit": MitController}
 assert tuple(KINDS) == CONTROLLER_KINDS, "sim_config.CONTROLLER_KINDS and KINDS must agree"
 
 

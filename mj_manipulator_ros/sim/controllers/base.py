@@ -45,4 +45,6 @@ class SimulatedController(Protocol):
 
     def update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         """One control cycle: ``now`` on the controller clock (s), measured positions ``q`` and
-        velocities ``qd`` (J,). Returns the command for :attr:`actuator_ids` (A,)."""
+        velocities ``qd`` (J,). Returns the command for :attr:`actuator_ids` (A,); a controller
+        of twin-owned joints (``sim.physics: cosim``, no actuators) returns its MIT command
+        rows ``[q_ref, v_ref, kp, kd, tau_ff]`` (5, J) for the actuator twin instead."""
