@@ -5,7 +5,7 @@ VENV ?= $(if $(filter kilted,$(ROS)),.venv,.venv-$(ROS))
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo bench clean
+.PHONY: setup test demo bench rehearse-twin clean
 
 # Fast when nothing changed: tools/setup_env.sh compares a fingerprint of its inputs.
 setup:
@@ -19,6 +19,10 @@ demo: setup
 
 bench: setup
 	$(PY) bench/run_all.py
+
+# the staged bring-up, stages 0-6, rehearsed against the actuator-twin co-simulation (~5 min)
+rehearse-twin: setup
+	$(VENV)/bin/mj-manipulator-ros hil --config config/sim_openarm_twin.yaml --sim --yes --through 6 --results hil/results
 
 clean:
 	rm -rf .venv .venv-* build .pytest_cache demo_report.json demo_sequential_worst.png demo_scene.xml demo_bags

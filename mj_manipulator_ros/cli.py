@@ -131,10 +131,19 @@ def _scene_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"config": args.config, "control_rate_hz": cfg.sim.control_rate_hz,
                           "gravity_compensation": cfg.sim.gravity_compensation.value,
-                          **step.to_dict()}, indent=2))
+                          **step.to_dict(),
+                          **({"cosim_exchange": scene.exchange.to_dict()} if scene.exchange
+                             else {})}, indent=2))
         return EXIT_OK
+    if scene.exchange:
+        print(scene.exchange.summary())
+        for b in scene.exchange.bounds:
+            print(f"  {b.joint:<28} r = {b.ratio:7.3f}  needs >= {b.min_rate_hz:7.0f} Hz")
+        print("(MuJoCo's integrator does not run under co-simulation; the step it would use:)")
     print(step.summary())
-    print(f"gravity compensation: {cfg.sim.gravity_compensation.value}; integrator "
+    gravity = ("the MIT controllers' feed-forward (co-simulation)" if scene.exchange
+               else cfg.sim.gravity_compensation.value)
+    print(f"gravity compensation: {gravity}; integrator "
           f"{cfg.scene.option.integrator}; {scene.model.nbody} bodies, {scene.model.njnt} joints, "
           f"{scene.model.nu} actuators")
     print(f"{'cap':<11} {'element':<52} {'max step ms':>11} {'ok':>3}  cost at this step")

@@ -20,7 +20,8 @@ from mj_manipulator_ros.core.config import config_from_mapping, load_config  # n
 from mj_manipulator_ros.core.errors import ConfigError  # noqa: E402
 from mj_manipulator_ros.resources import config_file  # noqa: E402
 from mj_manipulator_ros.sim.actuator_twin import TICK_S, ActuatorTwin, TwinParams  # noqa: E402
-from mj_manipulator_ros.sim.cosim import CoSim, choose_exchange  # noqa: E402
+from mj_manipulator_ros.model.twin_model import choose_exchange  # noqa: E402
+from mj_manipulator_ros.sim.cosim import CoSim  # noqa: E402
 from mj_manipulator_ros.sim.shared_model import SharedModel  # noqa: E402
 from mj_manipulator_ros.sim.sim_config import sim_config  # noqa: E402
 
@@ -165,6 +166,12 @@ def test_twin_owned_model(openarm) -> None:
     assert m.nv == 14 and m.nu == 0
     assert not m.dof_armature.any() and not m.dof_frictionloss.any()
     assert not m.body_gravcomp.any()
+    # what records keep: the exchange, not a physics step MuJoCo never takes
+    scene = openarm.scene
+    assert scene.physics_summary().startswith("co-simulation: actuator twin at 20 kHz, exchange")
+    import json
+
+    assert json.loads(scene.artifacts()["cosim_exchange"])["rate_hz"] == openarm.exchange.rate_hz
 
 
 def test_a_coordinate_left_to_mujoco_is_refused(tmp_path) -> None:

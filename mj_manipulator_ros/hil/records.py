@@ -78,7 +78,7 @@ class RunRecord:
         """Keep the composed scene beside the records (scene.xml) and its physics step in
         checks.jsonl. ``role``: what the scene was used for ("simulation", "replay check")."""
         info = scene.save(self.dir / "scene.xml")
-        self.scene_line = f"{role}: `scene.xml`, {scene.step.summary()}"
+        self.scene_line = f"{role}: `scene.xml`, {scene.physics_summary()}"
         self.event("scene", role=role, **info)
 
     def check(self, result) -> None:

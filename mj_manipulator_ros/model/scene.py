@@ -31,7 +31,9 @@ from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding, bind_
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 from mj_manipulator_ros.model.step_caps import StepChoice, choose_step
 from mj_manipulator_ros.model.torque_drive import add_torque_drive
-from mj_manipulator_ros.model.twin_model import TwinJoints, check_twin_owned, make_twin_owned
+from mj_manipulator_ros.model.twin_model import (CUTOFF_HZ, ExchangeChoice, TwinJoints,
+                                                 check_twin_owned, choose_exchange,
+                                                 exchange_stability, make_twin_owned)
 from mj_manipulator_ros.resources import resolve_model
 
 log = logging.getLogger(__name__)
@@ -126,6 +128,9 @@ class Scene:
         spec: the spec ``model`` was compiled from (see :meth:`xml`).
         config: the scene section it was built from.
         torque_arms: the arms given a torque drive (``model/torque_drive.py``).
+        twin: under co-simulation, arm -> what its joints had before the twin took them.
+        exchange: under co-simulation, the twin-MuJoCo exchange rate and its stability bounds
+            (MuJoCo's integrator then never runs: ``step`` is what it would have used).
     """
 
     model: mujoco.MjModel
@@ -137,12 +142,14 @@ class Scene:
     config: SceneConfig | None = None
     torque_arms: tuple[str, ...] = ()
     twin: dict[str, TwinJoints] = field(default_factory=dict)
+    exchange: ExchangeChoice | None = None
 
     @classmethod
     def from_config(cls, scene: SceneConfig, arms: Sequence[ArmConfig], control_period: float = 0.002,
                     gravity: GravityCompensation = GravityCompensation.OFF,
                     actuator_delays: Mapping[str, float] | None = None,
-                    torque: Mapping[str, str] | None = None, twin: bool = False) -> "Scene":
+                    torque: Mapping[str, str] | None = None, twin: bool = False,
+                    exchange_hz: float | str = "auto") -> "Scene":
         """Compose and compile ``scene``, bind ``arms``, choose the physics step.
 
         Args:
@@ -158,6 +165,8 @@ class Scene:
             twin: the twin-owned variant for co-simulation (``model/twin_model.py``): armature,
                 joint friction, actuators and gravity compensation removed, fingers welded;
                 excludes ``torque`` and actuator delays.
+            exchange_hz: with ``twin``: the exchange rate, or "auto" (the stability pre-check's
+                lowest passing rate; see :func:`~mj_manipulator_ros.model.twin_model.choose_exchange`).
         """
         spec = compose_spec(scene, scene.base_dir)
         with _quiet_attach():
@@ -177,7 +186,7 @@ class Scene:
             raise ConfigError(f"torque drive for unknown arm(s) {unknown}; arms: {list(bound)}")
         if twin:
             return cls._twin_owned(spec, model, bound, arms, scene, control_period, step, torque,
-                                   actuator_delays)
+                                   actuator_delays, exchange_hz)
         if gravity is not GravityCompensation.OFF:
             _compensate_gravity(spec, model, [b for n, b in bound.items() if n not in torque],
                                 gravity)
@@ -193,7 +202,7 @@ class Scene:
 
     @classmethod
     def _twin_owned(cls, spec, model, bound, arms, scene, control_period, step, torque,
-                    delays) -> "Scene":
+                    delays, exchange_hz) -> "Scene":
         if torque:
             raise ConfigError(f"arms {sorted(torque)}: a torque drive under co-simulation; the "
                               "actuator twin drives every arm joint")
@@ -206,8 +215,24 @@ class Scene:
             model = spec.compile()
         bound = {a.name: bind_arm(model, a) for a in arms}
         check_twin_owned(model, bound)
-        return cls(model, bound, _initial_qpos(model, scene), control_period, step, spec, scene,
-                   (), joints)
+        names = [j for a in bound.values() for j in a.joint_names]
+        inertia = np.concatenate([joints[a].armature for a in bound])
+        bad = [n for n, j in zip(names, inertia) if not j > 0]
+        if bad:
+            raise ConfigError(f"sim.physics cosim: joint(s) {bad} have no armature in the robot "
+                              "file; the actuator twin takes its rotor inertia from it")
+        qpos = _initial_qpos(model, scene)
+        dofs = np.concatenate([a.dof_adr for a in bound.values()])
+        exchange = choose_exchange(control_period,
+                                   exchange_stability(model, qpos, dofs, inertia, CUTOFF_HZ),
+                                   exchange_hz)
+        log.info("%s", exchange.summary())
+        return cls(model, bound, qpos, control_period, step, spec, scene, (), joints, exchange)
+
+    def physics_summary(self) -> str:
+        """One line on what integrates the scene: the physics step and its binding cap, or the
+        co-simulation's exchange."""
+        return self.exchange.summary() if self.exchange else self.step.summary()
 
     def xml(self) -> str:
         """The composed scene as one MJCF document (timestep, gravity compensation and delays
@@ -220,11 +245,18 @@ class Scene:
         ``{"scene_xml": file name, "physics_step": the step choice}``."""
         xml_path = Path(xml_path)
         xml_path.write_text(self.xml())
-        return {"scene_xml": xml_path.name, "physics_step": self.step.to_dict()}
+        out = {"scene_xml": xml_path.name, "physics_step": self.step.to_dict()}
+        if self.exchange:
+            out["cosim_exchange"] = self.exchange.to_dict()
+        return out
 
     def artifacts(self) -> dict[str, str]:
-        """What a bag keeps about the model: ``scene_xml`` and ``physics_step`` (JSON)."""
-        return {"scene_xml": self.xml(), "physics_step": json.dumps(self.step.to_dict())}
+        """What a bag keeps about the model: ``scene_xml``, ``physics_step`` and, under
+        co-simulation, ``cosim_exchange`` (JSON)."""
+        out = {"scene_xml": self.xml(), "physics_step": json.dumps(self.step.to_dict())}
+        if self.exchange:
+            out["cosim_exchange"] = json.dumps(self.exchange.to_dict())
+        return out
 
     def initial_data(self) -> mujoco.MjData:
         """A fresh MjData at the initial pose, every position servo holding its joint there

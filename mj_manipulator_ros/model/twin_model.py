@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import mujoco
 import numpy as np
@@ -29,7 +29,9 @@ import numpy as np
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding
 
-SAFETY = 0.5  # the exchange period may use this fraction of the stability bound
+SAFETY = 0.5      # the exchange period may use this fraction of the stability bound
+TICK_S = 50e-6    # s: the actuator twin's integration step (20 kHz)
+CUTOFF_HZ = 10.0  # the exchange's acceleration filter cutoff: part of the validated scheme
 
 
 @dataclass(frozen=True)
@@ -178,3 +180,77 @@ def exchange_stability(model: mujoco.MjModel, qpos: np.ndarray, dofs: Sequence[i
         out.append(ExchangeBound(model.joint(int(model.dof_jntid[dof])).name, r, bound,
                                  SAFETY * bound))
     return out
+
+
+@dataclass(frozen=True)
+class ExchangeChoice:
+    """The exchange rate chosen for a control period, and why.
+
+    Attributes:
+        ticks_per_exchange: twin ticks per exchange.
+        exchanges_per_cycle: exchanges per control period.
+        rate_hz: the exchange rate.
+        bounds: each coupled joint's stability bound at the start pose.
+        binding: the joint that set the minimum rate (None if any rate is stable).
+    """
+
+    ticks_per_exchange: int
+    exchanges_per_cycle: int
+    rate_hz: float
+    bounds: tuple[ExchangeBound, ...]
+    binding: Optional[str]
+    how: str = "auto"
+
+    def summary(self) -> str:
+        worst = next((b for b in self.bounds if b.joint == self.binding), None)
+        why = (f"bound by {worst.joint} (r = M_ii / J = {worst.ratio:.1f} needs >= "
+               f"{worst.min_rate_hz:.0f} Hz)" if worst else "every joint stable at any rate")
+        return (f"co-simulation: actuator twin at {1 / TICK_S / 1e3:g} kHz, exchange "
+                f"{self.rate_hz:g} Hz ({self.how}, {self.exchanges_per_cycle} per control "
+                f"period), {why}")
+
+    def to_dict(self) -> dict:
+        return {"rate_hz": self.rate_hz, "how": self.how, "ticks_per_exchange": self.ticks_per_exchange,
+                "exchanges_per_cycle": self.exchanges_per_cycle, "binding_joint": self.binding,
+                "joints": [{"joint": b.joint, "ratio": round(b.ratio, 3),
+                            "min_rate_hz": round(b.min_rate_hz, 1)} for b in self.bounds]}
+
+
+def choose_exchange(control_period: float, bounds: Sequence[ExchangeBound],
+                    exchange_hz: float | str = "auto") -> ExchangeChoice:
+    """The exchange for ``control_period`` (s): a whole number of ticks that divides the control
+    period's ticks; with ``"auto"`` the lowest rate every joint's bound allows.
+
+    Raises:
+        ConfigError: the control period is not a whole number of ticks; ``exchange_hz`` does not
+            divide it, or is above what a joint's stability bound allows (naming joint, r and
+            the rate needed).
+    """
+    cycle_ticks = control_period / TICK_S
+    if abs(cycle_ticks - round(cycle_ticks)) > 1e-6:
+        raise ConfigError(f"sim.physics cosim: the control period {control_period * 1e3:g} ms is "
+                          f"not a whole number of {TICK_S * 1e6:g} us twin ticks")
+    cycle_ticks = int(round(cycle_ticks))
+    options = [n for n in range(1, cycle_ticks + 1) if cycle_ticks % n == 0]
+    worst = max(bounds, key=lambda b: b.min_rate_hz, default=None)
+    needed = worst.min_rate_hz if worst else 0.0
+    binding = worst.joint if worst and needed > 0 else None
+    if exchange_hz == "auto":
+        passing = [n for n in options if 1.0 / (n * TICK_S) >= needed - 1e-9]
+        n = max(passing)
+    else:
+        rate = float(exchange_hz)
+        n = int(round(1.0 / (rate * TICK_S)))
+        if n < 1 or abs(n * TICK_S * rate - 1.0) > 1e-6 or cycle_ticks % n:
+            rates = [round(1.0 / (k * TICK_S), 3) for k in options]
+            raise ConfigError(f"sim.cosim.exchange_hz: {rate:g} Hz is not a whole number of "
+                              f"{TICK_S * 1e6:g} us ticks dividing the control period; "
+                              f"available: {rates}")
+        if rate < needed - 1e-9:
+            raise ConfigError(
+                f"sim.cosim.exchange_hz: {rate:g} Hz is unstable for joint {worst.joint!r} "
+                f"(r = M_ii / J = {worst.ratio:.2f} at the start pose: the exchange period must be "
+                f"<= {worst.max_period_s * 1e3:.3f} ms, half the bound "
+                f"{worst.bound_s * 1e3:.3f} ms); needs >= {needed:.0f} Hz (or 'auto')")
+    return ExchangeChoice(n, cycle_ticks // n, 1.0 / (n * TICK_S), tuple(bounds), binding,
+                          "auto" if exchange_hz == "auto" else "configured")

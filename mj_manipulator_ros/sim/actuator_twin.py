@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError
-
-TICK_S = 50e-6  # s: the twin's integration step (20 kHz)
+from mj_manipulator_ros.model.twin_model import TICK_S  # s: the twin's step (20 kHz)
 
 
 @dataclass(frozen=True)

@@ -28,81 +28,13 @@ the start acceleration): the twin starts against the real load, not a free shaft
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import mujoco
 import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError
-from mj_manipulator_ros.model.twin_model import ExchangeBound
-from mj_manipulator_ros.sim.actuator_twin import TICK_S, ActuatorTwin
-
-CUTOFF_HZ = 10.0  # the acceleration filter's cutoff: part of the validated scheme
-
-
-@dataclass(frozen=True)
-class ExchangeChoice:
-    """The exchange rate chosen for a control period, and why.
-
-    Attributes:
-        ticks_per_exchange: twin ticks per exchange.
-        exchanges_per_cycle: exchanges per control period.
-        rate_hz: the exchange rate.
-        bounds: each coupled joint's stability bound at the start pose.
-        binding: the joint that set the minimum rate (None if any rate is stable).
-    """
-
-    ticks_per_exchange: int
-    exchanges_per_cycle: int
-    rate_hz: float
-    bounds: tuple[ExchangeBound, ...]
-    binding: Optional[str]
-
-    def to_dict(self) -> dict:
-        return {"rate_hz": self.rate_hz, "ticks_per_exchange": self.ticks_per_exchange,
-                "exchanges_per_cycle": self.exchanges_per_cycle, "binding_joint": self.binding,
-                "joints": [{"joint": b.joint, "ratio": round(b.ratio, 3),
-                            "min_rate_hz": round(b.min_rate_hz, 1)} for b in self.bounds]}
-
-
-def choose_exchange(control_period: float, bounds: Sequence[ExchangeBound],
-                    exchange_hz: float | str = "auto") -> ExchangeChoice:
-    """The exchange for ``control_period`` (s): a whole number of ticks that divides the control
-    period's ticks; with ``"auto"`` the lowest rate every joint's bound allows.
-
-    Raises:
-        ConfigError: the control period is not a whole number of ticks; ``exchange_hz`` does not
-            divide it, or is above what a joint's stability bound allows (naming joint, r and
-            the rate needed).
-    """
-    cycle_ticks = control_period / TICK_S
-    if abs(cycle_ticks - round(cycle_ticks)) > 1e-6:
-        raise ConfigError(f"sim.physics cosim: the control period {control_period * 1e3:g} ms is "
-                          f"not a whole number of {TICK_S * 1e6:g} us twin ticks")
-    cycle_ticks = int(round(cycle_ticks))
-    options = [n for n in range(1, cycle_ticks + 1) if cycle_ticks % n == 0]
-    worst = max(bounds, key=lambda b: b.min_rate_hz, default=None)
-    needed = worst.min_rate_hz if worst else 0.0
-    binding = worst.joint if worst and needed > 0 else None
-    if exchange_hz == "auto":
-        passing = [n for n in options if 1.0 / (n * TICK_S) >= needed - 1e-9]
-        n = max(passing)
-    else:
-        rate = float(exchange_hz)
-        n = int(round(1.0 / (rate * TICK_S)))
-        if n < 1 or abs(n * TICK_S * rate - 1.0) > 1e-6 or cycle_ticks % n:
-            rates = [round(1.0 / (k * TICK_S), 3) for k in options]
-            raise ConfigError(f"sim.cosim.exchange_hz: {rate:g} Hz is not a whole number of "
-                              f"{TICK_S * 1e6:g} us ticks dividing the control period; "
-                              f"available: {rates}")
-        if rate < needed - 1e-9:
-            raise ConfigError(
-                f"sim.cosim.exchange_hz: {rate:g} Hz is unstable for joint {worst.joint!r} "
-                f"(r = M_ii / J = {worst.ratio:.2f} at the start pose: the exchange period must be "
-                f"<= {worst.max_period_s * 1e3:.3f} ms, half the bound "
-                f"{worst.bound_s * 1e3:.3f} ms); needs >= {needed:.0f} Hz (or 'auto')")
-    return ExchangeChoice(n, cycle_ticks // n, 1.0 / (n * TICK_S), tuple(bounds), binding)
+from mj_manipulator_ros.model.twin_model import CUTOFF_HZ, TICK_S
+from mj_manipulator_ros.sim.actuator_twin import ActuatorTwin
 
 
 class CoSim:
@@ -174,21 +106,13 @@ class CoSim:
 
 def twin_params(scene, settings) -> "TwinParams":
     """The twin of every arm joint of the twin-owned ``scene`` (arms in order), from what the
-    robot file gave (``scene.twin``) and ``settings`` (:class:`CosimSettings`).
-
-    Raises:
-        ConfigError: a joint with no armature (the twin needs a rotor inertia).
-    """
+    robot file gave (``scene.twin``: the armature is the rotor inertia) and ``settings``
+    (:class:`CosimSettings`)."""
     from mj_manipulator_ros.sim.actuator_twin import TwinParams
 
-    names = [j for arm in scene.arms.values() for j in arm.joint_names]
     parts = [scene.twin[a] for a in scene.arms]
     inertia = np.concatenate([p.armature for p in parts])
-    bad = [n for n, j in zip(names, inertia) if not j > 0]
-    if bad:
-        raise ConfigError(f"sim.physics cosim: joint(s) {bad} have no armature in the robot file; "
-                          "the actuator twin takes its rotor inertia from it")
-    n = len(names)
+    n = inertia.size
     res = 0.0 if settings.encoder_counts_per_rev == 0 else \
         2 * math.pi / settings.encoder_counts_per_rev
     return TwinParams(inertia, np.concatenate([p.torque_limit for p in parts]),
@@ -197,20 +121,12 @@ def twin_params(scene, settings) -> "TwinParams":
                       np.full(n, 1.0 / (2 * math.pi * settings.current_loop_hz)), np.full(n, res))
 
 
-def build_cosim(scene, settings, data: mujoco.MjData) -> tuple["CoSim", ExchangeChoice]:
-    """The co-simulation of a twin-owned ``scene`` (``SimSettings`` ``settings``) on ``data``:
-    twin parameters, the stability pre-check at the start pose, the exchange rate.
-
-    Raises:
-        ConfigError: see :func:`twin_params` and :func:`choose_exchange`.
-    """
-    from mj_manipulator_ros.model.twin_model import exchange_stability
-
+def build_cosim(scene, settings, data: mujoco.MjData) -> "CoSim":
+    """The co-simulation of a twin-owned ``scene`` (its exchange chosen at build:
+    ``scene.exchange``) with ``settings`` (``SimSettings``) on ``data``."""
     params = twin_params(scene, settings.cosim)
     qpos_adr = np.concatenate([a.qpos_adr for a in scene.arms.values()])
     dof_adr = np.concatenate([a.dof_adr for a in scene.arms.values()])
-    bounds = exchange_stability(scene.model, data.qpos, dof_adr, params.inertia, CUTOFF_HZ)
-    choice = choose_exchange(1.0 / settings.control_rate_hz, bounds, settings.cosim.exchange_hz)
     twin = ActuatorTwin(params, data.qpos[qpos_adr].copy(), data.qvel[dof_adr].copy())
     twin.command(twin.q, 0.0, 0.0, 0.0, 0.0)
-    return CoSim(scene.model, data, qpos_adr, dof_adr, twin, choice.ticks_per_exchange), choice
+    return CoSim(scene.model, data, qpos_adr, dof_adr, twin, scene.exchange.ticks_per_exchange)

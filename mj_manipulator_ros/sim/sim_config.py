@@ -143,7 +143,8 @@ class SimConfig:
                   if self.sim.arm(a.name).controller == "torque"}
         return Scene.from_config(self.scene, self.executor.arms, 1.0 / self.sim.control_rate_hz,
                                  self.sim.gravity_compensation, delays, torque,
-                                 twin=self.sim.physics == "cosim")
+                                 twin=self.sim.physics == "cosim",
+                                 exchange_hz=self.sim.cosim.exchange_hz)
 
 
 def _per_arm(raw, cls, config: ExecutorConfig, path: str) -> dict:

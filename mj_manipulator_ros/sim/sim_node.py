@@ -116,8 +116,7 @@ class SimNode:
         for arm in self.arms.values():
             topics += arm_topics(arm.arm.action_name)
         return BagRecorder(path, context, topics, artifacts={
-            "config": config_text(self.config.executor), "scene_xml": self.scene.xml(),
-            "physics_step": json.dumps(self.scene.step.to_dict())})
+            "config": config_text(self.config.executor), **self.scene.artifacts()})
 
     def _publish_joint_states(self, snap: Snapshot) -> None:
         """One message per controller clock: every served arm in one message, unless a
@@ -207,7 +206,7 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
         sim = SimNode(config, context=ros.context, serve=serve, record=record).start()
         sim.node.get_logger().info(
             f"simulating arms {list(sim.scene.arms)}, serving {list(sim.arms)} ("
-            f"{sim.scene.step.summary()}; control {config.sim.control_rate_hz} Hz, real-time "
+            f"{sim.scene.physics_summary()}; control {config.sim.control_rate_hz} Hz, real-time "
             f"factor {config.sim.real_time_factor}, use_sim_time {config.sim.use_sim_time})")
         try:
             while not stop.wait(0.5):
