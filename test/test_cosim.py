@@ -215,3 +215,12 @@ def test_bad_twin_parameters_are_named() -> None:
         TwinParams(np.array([1.0, 0.0]), one, 0 * one, 0 * one, 0 * one, 0 * one)
     with pytest.raises(ConfigError, match=r"coulomb has shape \(3,\); expected \(2,\)"):
         TwinParams(one, one, 0 * one, np.zeros(3), 0 * one, 0 * one)
+
+
+def test_docs_cosim_table_is_generated_from_the_fields() -> None:
+    from mj_manipulator_ros.core import overrides
+    from mj_manipulator_ros.sim.sim_config import CosimSettings
+
+    table = overrides.settings_table(CosimSettings, "`sim.cosim` key")
+    doc = Path(__file__).resolve().parents[1] / "docs" / "cosim.md"
+    assert table in doc.read_text(), "docs/cosim.md's table is stale: run tools/settings_tables.py"

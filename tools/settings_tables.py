@@ -1,6 +1,7 @@
-"""Rewrite the generated settings table of docs/files.md from the ExecutionSettings fields.
+"""Rewrite the generated settings tables of the docs from their dataclass fields:
+docs/files.md (``execution``, ExecutionSettings) and docs/cosim.md (``sim.cosim``, CosimSettings).
 
-    .venv/bin/python tools/settings_tables.py        # test_launch.py checks the two agree
+    .venv/bin/python tools/settings_tables.py        # tests check the docs and the fields agree
 """
 
 from __future__ import annotations
@@ -9,18 +10,21 @@ from pathlib import Path
 
 from mj_manipulator_ros.core import overrides
 from mj_manipulator_ros.core.config import ExecutionSettings
+from mj_manipulator_ros.sim.sim_config import CosimSettings
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "files.md"
-HEADER = "| `execution` key | default | meaning | command line |"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+#: (document, settings class, key column header)
+TABLES = ((DOCS / "files.md", ExecutionSettings, "`execution` key"),
+          (DOCS / "cosim.md", CosimSettings, "`sim.cosim` key"))
 
 
 def main() -> None:
-    text = DOC.read_text()
-    start = text.index(HEADER)
-    end = text.index("\n\n", start)
-    DOC.write_text(text[:start] + overrides.settings_table(ExecutionSettings, "`execution` key")
-                   + text[end:])
-    print(f"wrote the execution settings table of {DOC}")
+    for doc, cls, header in TABLES:
+        text = doc.read_text()
+        start = text.index(f"| {header} | default | meaning | command line |")
+        end = text.index("\n\n", start)
+        doc.write_text(text[:start] + overrides.settings_table(cls, header) + text[end:])
+        print(f"wrote the {header} table of {doc}")
 
 
 if __name__ == "__main__":
