@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from pathlib import Path
 from typing import Optional
 
 from mj_manipulator_ros.ros.selfcheck import installed_distro, interface_description_path

@@ -34,7 +34,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.twin_model import CUTOFF_HZ, TICK_S
-from mj_manipulator_ros.sim.actuator_twin import ActuatorTwin
+from mj_manipulator_ros.sim.actuator_twin import ActuatorTwin, TwinParams
 
 
 class CoSim:
@@ -104,12 +104,10 @@ class CoSim:
         return out
 
 
-def twin_params(scene, settings) -> "TwinParams":
+def twin_params(scene, settings) -> TwinParams:
     """The twin of every arm joint of the twin-owned ``scene`` (arms in order), from what the
     robot file gave (``scene.twin``: the armature is the rotor inertia) and ``settings``
     (:class:`CosimSettings`)."""
-    from mj_manipulator_ros.sim.actuator_twin import TwinParams
-
     parts = [scene.twin[a] for a in scene.arms]
     inertia = np.concatenate([p.armature for p in parts])
     n = inertia.size

@@ -29,7 +29,6 @@ Per arm, an action server at the arm's configured action (default
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 import uuid
