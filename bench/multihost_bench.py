@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -178,15 +177,9 @@ def start(topo, host: str, args: list[str], quiet: bool = True) -> subprocess.Po
 
 
 def stop(procs) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-    for p in procs:
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(5)
+    from netns import stop_processes
+
+    stop_processes(procs)
 
 
 def run_child(topo, args: list[str], timeout: float = 900) -> dict:

@@ -10,6 +10,7 @@ shared-memory transport would otherwise carry the data past the network), its ow
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -54,3 +55,17 @@ class Topology:
 
     def down(self) -> None:
         subprocess.run(["bash", str(SCRIPT), "down", self.name], timeout=60)
+
+
+def stop_processes(procs, timeout: float = 20.0) -> None:
+    """SIGINT every process still running (a node's clean shutdown), then wait for each up to
+    ``timeout`` s; one that does not end is killed (and waited for, 5 s)."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    for p in procs:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)

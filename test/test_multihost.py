@@ -18,7 +18,7 @@ import yaml
 from bag_reader import read_bag
 from mj_manipulator_ros.core.plan_io import load_plan
 from mj_manipulator_ros.resources import config_file, share_dir
-from netns import SCRIPT, Topology, can_make_namespaces
+from netns import SCRIPT, Topology, can_make_namespaces, stop_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -70,15 +70,7 @@ def hosts(topology, tmp_path):
                 raise RuntimeError(f"{arm} host's simulator exited: {p.wait(5)}")
         return {"config": cfg, "procs": procs}
     yield start
-    for p in started:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-    for p in started:
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(5)
+    stop_processes(started)
 
 
 def drive(topology, scenario: str, config: Path, bag: Path, **kw) -> dict:
