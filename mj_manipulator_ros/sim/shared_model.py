@@ -30,8 +30,8 @@ import mujoco
 import numpy as np
 
 from mj_manipulator_ros.model.scene import Scene
-from mj_manipulator_ros.sim.controllers import SimulatedController, make_controller
 from mj_manipulator_ros.model.twin_model import ExchangeChoice
+from mj_manipulator_ros.sim.controllers import SimulatedController, make_controller
 from mj_manipulator_ros.sim.cosim import CoSim, build_cosim
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig, SimSettings
 
@@ -86,12 +86,16 @@ class SharedModel:
         self.error: Optional[BaseException] = None
         self.cycles = 0
         self.cosim: Optional[CoSim] = None   # sim.physics cosim: the twin integrates the arms
-        self.exchange: Optional[ExchangeChoice] = None
         if settings.physics == "cosim":
-            self.cosim, self.exchange = build_cosim(scene, settings, self.data), scene.exchange
+            self.cosim = build_cosim(scene, settings, self.data)
             sizes = np.cumsum([0] + [len(a.joint_names) for a in scene.arms.values()])
             self._twin_cols = [slice(int(a), int(b)) for a, b in zip(sizes[:-1], sizes[1:])]
             self._twin_command = np.zeros((5, int(sizes[-1])))
+
+    @property
+    def exchange(self) -> Optional[ExchangeChoice]:
+        """Under co-simulation, the exchange the scene was built with (else None)."""
+        return self.scene.exchange
 
     @classmethod
     def from_config(cls, config: SimConfig, clock: Optional[Callable[[float], float]] = None
