@@ -49,7 +49,7 @@ def add_torque_drive(spec: mujoco.MjSpec, model: mujoco.MjModel, arm: ArmBinding
     for k, joint in enumerate(arm.joint_names):
         jid = int(arm.joint_ids[k])
         servos = [a for a in arm.actuators[k] if a.kind is ActuatorKind.POSITION]
-        lo, hi = _force_range(model, jid, [a.id for a in arm.actuators[k]])
+        lo, hi = force_range(model, jid, [a.id for a in arm.actuators[k]])
         for a in servos:
             if nulling == "disable":
                 spec.actuators[a.id].group = SERVO_GROUP
@@ -70,7 +70,7 @@ def add_torque_drive(spec: mujoco.MjSpec, model: mujoco.MjModel, arm: ArmBinding
                     "exact torque drive)", arm.name)
 
 
-def _force_range(model: mujoco.MjModel, jid: int, actuators: list[int]) -> tuple[float, float]:
+def force_range(model: mujoco.MjModel, jid: int, actuators: list[int]) -> tuple[float, float]:
     """The joint's actuator force range, else the sum of its actuators' ranges, else +-inf."""
     if model.jnt_actfrclimited[jid]:
         return float(model.jnt_actfrcrange[jid, 0]), float(model.jnt_actfrcrange[jid, 1])

@@ -28,6 +28,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding
+from mj_manipulator_ros.model.torque_drive import force_range
 
 SAFETY = 0.5      # the exchange period may use this fraction of the stability bound
 TICK_S = 50e-6    # s: the actuator twin's integration step (20 kHz)
@@ -64,8 +65,6 @@ def make_twin_owned(spec: mujoco.MjSpec, model: mujoco.MjModel,
         ConfigError: a joint that is neither an arm's nor inside an arm's subtree (MuJoCo would
             have to integrate it), or a tendon through a welded joint.
     """
-    from mj_manipulator_ros.model.torque_drive import _force_range
-
     owned = {int(j) for a in arms.values() for j in a.joint_ids}
     roots = {int(model.jnt_bodyid[j]) for j in owned}
     weld, refuse = [], []
@@ -86,7 +85,7 @@ def make_twin_owned(spec: mujoco.MjSpec, model: mujoco.MjModel,
         fields = {k: [] for k in ("armature", "frictionloss", "torque_limit", "kp", "kv")}
         for k, jid in enumerate(arm.joint_ids):
             dof = int(model.jnt_dofadr[jid])
-            lo, hi = _force_range(model, int(jid), [a.id for a in arm.actuators[k]])
+            lo, hi = force_range(model, int(jid), [a.id for a in arm.actuators[k]])
             servo = next((a for a in arm.actuators[k] if a.kind is ActuatorKind.POSITION), None)
             fields["armature"].append(float(model.dof_armature[dof]))
             fields["frictionloss"].append(float(model.dof_frictionloss[dof]))

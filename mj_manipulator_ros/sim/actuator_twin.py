@@ -96,7 +96,7 @@ class ActuatorTwin:
         self._res = p.encoder_resolution.copy()
         self._quantized = bool((self._res > 0).any())
         self._inv_res = np.divide(1.0, self._res, out=np.zeros(n), where=self._res > 0)
-        self._res[self._res == 0] = 1.0   # exact joints: round(q * 0) * 1 would be 0; see _encoder
+        self._res[self._res == 0] = 1.0   # exact joints: their reading is copied from q in advance()
         self._exact = p.encoder_resolution == 0
         self._viscous = bool((p.viscous > 0).any())
         self._coulomb = bool((p.coulomb > 0).any())
@@ -109,14 +109,6 @@ class ActuatorTwin:
         for name, value in (("q_ref", q_ref), ("v_ref", v_ref), ("kp", kp), ("kd", kd),
                             ("tau_ff", tau_ff)):
             getattr(self, name)[:] = np.broadcast_to(np.asarray(value, dtype=float), (n,))
-
-    def encoder(self) -> np.ndarray:
-        """The encoder's reading of q, rad (J,)."""
-        if not self._quantized:
-            return self.q.copy()
-        out = np.round(self.q * self._inv_res) * self._res
-        out[self._exact] = self.q[self._exact]
-        return out
 
     def advance(self, ticks: int, load: np.ndarray) -> None:
         """Integrate ``ticks`` ticks with the load ``load`` (N m, (J,), positive opposing

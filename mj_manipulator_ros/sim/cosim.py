@@ -34,7 +34,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.twin_model import CUTOFF_HZ, TICK_S
-from mj_manipulator_ros.sim.actuator_twin import ActuatorTwin, TwinParams
+from mj_manipulator_ros.sim.actuator_twin import ActuatorTwin, TwinParams, default_resolution
 
 
 class CoSim:
@@ -111,8 +111,8 @@ def twin_params(scene, settings) -> TwinParams:
     parts = [scene.twin[a] for a in scene.arms]
     inertia = np.concatenate([p.armature for p in parts])
     n = inertia.size
-    res = 0.0 if settings.encoder_counts_per_rev == 0 else \
-        2 * math.pi / settings.encoder_counts_per_rev
+    counts = settings.encoder_counts_per_rev
+    res = default_resolution(counts) if counts else 0.0
     return TwinParams(inertia, np.concatenate([p.torque_limit for p in parts]),
                       np.full(n, settings.viscous_friction),
                       np.concatenate([p.frictionloss for p in parts]),
