@@ -138,3 +138,93 @@ def test_one_speed_for_every_arm(tiny_sim, ros, tmp_path) -> None:
     timeline = timeline_from_recording(load_recording(record),
                                        {a.name: a.joint_names for a in cfg_full.executor.arms})
     assert scene_checker(cfg_full.executor).check(timeline=timeline, mode="recorded").collision_free
+
+
+# ---- merged, fresh, finite and within the limits (issue 29 items 1, 2, 7; issue 26 item 3) ----
+
+JOINTS = ["left_j1", "left_j2", "right_j1", "right_j2"]
+
+
+def watch_for(plan: MultiArmPlan, **execution) -> ExecutionWatch:
+    config = tiny_config(__import__("pathlib").Path("/tmp")).executor.with_execution(**execution)
+    watch = ExecutionWatch(plan, 100.0, config)
+    watch.set_start(100.0)
+    return watch
+
+
+def on_plan(plan: MultiArmPlan, t: float) -> list[float]:
+    """The plan's pose at t, in JOINTS order (what a perfect pair reports)."""
+    return [*sample(plan["left"], [t])[0][0], *sample(plan["right"], [t])[0][0]]
+
+
+def test_a_nan_position_fails_the_watch_by_name() -> None:
+    """Regression: NaN > tolerance is False, so a NaN joint passed as 'within tolerance'."""
+    plan = swing_plan()
+    watch = watch_for(plan)
+    q = on_plan(plan, 0.5)
+    q[2] = float("nan")
+    v = watch.on_joint_state(JOINTS, q, 100.5, 100.5)
+    assert v is not None and v.reason == "joint_states_invalid" and v.arm == "right"
+    assert "'right_j1'" in v.text and "nan" in v.text
+    assert FailureReason(v.reason) is FailureReason.JOINT_STATES_INVALID
+
+
+def test_one_message_per_joint_is_merged_and_checked() -> None:
+    """Every joint in its own message, each 5 rad off the plan: a tracking error (regression: a
+    message without all of an arm's joints was skipped, and the arm reported 0.0)."""
+    plan = swing_plan()
+    watch = watch_for(plan)
+    found = None
+    for k, name in enumerate(JOINTS):
+        found = found or watch.on_joint_state([name], [on_plan(plan, 0.5)[k] + 5.0], 100.5, 100.5)
+    assert found is not None and found.reason == "tracking_error", found
+    assert "+5.0000 from the plan" in found.text
+
+
+def test_an_arm_never_reported_is_not_watched_not_perfect() -> None:
+    plan = swing_plan()
+    watch = watch_for(plan)
+    for t in np.arange(0.0, 0.5, 0.01):
+        assert watch.on_joint_state(JOINTS[:2], on_plan(plan, t)[:2], 100 + t, 100 + t) is None
+    assert watch.max_tracking_error["left"] is not None and watch.max_tracking_error["left"] < 1e-3
+    assert watch.max_tracking_error["right"] is None   # never measured: not 0.0
+    assert watch.check_fresh(100.52) is None           # right never reported: nothing to go stale
+
+
+@pytest.mark.parametrize("dropped", [["right_j1", "right_j2"], ["right_j2"]])
+def test_joint_states_that_stop_while_moving_fail_as_stale(dropped) -> None:
+    """Regression: a relay that stops forwarding the right arm's joints (or only one joint the
+    plan does not need) once motion starts left the watch blind: 'succeeded, skew 0.0 ms'."""
+    plan = swing_plan()
+    watch = watch_for(plan, joint_state_timeout_s=0.1)
+    violation = None
+    for t in np.arange(0.0, 1.0, 0.01):
+        names = JOINTS if t < 0.3 else [j for j in JOINTS if j not in dropped]
+        q = dict(zip(JOINTS, on_plan(plan, t)))
+        violation = watch.on_joint_state(names, [q[n] for n in names], 100 + t, 100 + t) \
+            or watch.check_fresh(100 + t)
+        if violation:
+            break
+    assert violation is not None and violation.reason == "joint_states_stale", violation
+    assert violation.arm == "right" and all(f"'{j}'" in violation.text for j in dropped)
+    assert 0.39 <= violation.plan_time <= 0.42  # the first check after 0.1 s without them
+
+
+def test_a_joint_faster_than_its_limit_fails_and_the_peak_is_reported() -> None:
+    """A step of 0.09 rad within 20 ms (a controller catching up with a late goal): 4.5 rad/s
+    against a 3 rad/s limit (+10 %); the plan itself peaks at 0.8 rad/s."""
+    plan = swing_plan()
+    watch = watch_for(plan, path_tolerance_rad=0.0)
+    for t in np.arange(0.0, 0.3, 0.01):
+        assert watch.on_joint_state(JOINTS, on_plan(plan, t), 100 + t, 100 + t) is None
+    calm = watch.max_velocity["left"]
+    assert 0.0 < calm < 1.0
+    q = on_plan(plan, 0.32)
+    q[0] += 0.09
+    v = watch.on_joint_state(JOINTS, q, 100.32, 100.32)
+    assert v is not None and v.reason == "velocity_limit" and v.arm == "left", v
+    assert "'left_j1'" in v.text and watch.max_velocity["left"] > 3.3
+    # the message's own velocity field is used when given
+    watch = watch_for(plan)
+    v = watch.on_joint_state(JOINTS, on_plan(plan, 0.1), 100.1, 100.1, [0.0, 3.5, 0.0, 0.0])
+    assert v is not None and v.reason == "velocity_limit" and "'left_j2'" in v.text

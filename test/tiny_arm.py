@@ -28,18 +28,27 @@ ARM_XML = """
 """
 
 
-def tiny_config(tmp_path: Path, arms=("left", "right"), sim: dict | None = None,
-                execution: dict | None = None, separation: float = 1.0) -> SimConfig:
+def tiny_mapping(tmp_path: Path, arms=("left", "right"), sim: dict | None = None,
+                 execution: dict | None = None, separation: float = 1.0,
+                 arm_extra: dict | None = None) -> dict:
+    """The tiny pair's configuration as a plain mapping (the file's form)."""
     path = tmp_path / "tiny_arm.xml"
     path.write_text(ARM_XML)
     models = [{"file": str(path), "prefix": f"{a}_", "pos": [0.0, k * separation, 0.5]}
               for k, a in enumerate(arms)]
-    return sim_config(config_from_mapping({
+    return {
         "arms": [{"name": a, "joint_names": [f"{a}_j1", f"{a}_j2"],
                   "joint_limits": {f"{a}_j1": {"lower": -2, "upper": 2, "velocity": 3},
-                                   f"{a}_j2": {"lower": -2, "upper": 2, "velocity": 3}}}
+                                   f"{a}_j2": {"lower": -2, "upper": 2, "velocity": 3}},
+                  **(arm_extra or {})}
                  for a in arms],
         "execution": {"server_wait_s": 10.0, **(execution or {})},
         "scene": {"models": models, "floor": False, "option": {"integrator": "implicitfast"}},
         "sim": {"real_time_factor": 0.0, "use_sim_time": True, **(sim or {})},
-    }))
+    }
+
+
+def tiny_config(tmp_path: Path, arms=("left", "right"), sim: dict | None = None,
+                execution: dict | None = None, separation: float = 1.0) -> SimConfig:
+    return sim_config(config_from_mapping(tiny_mapping(tmp_path, arms, sim, execution,
+                                                       separation)))

@@ -1,5 +1,6 @@
-"""Watching an execution while it runs, on the arms' joint states: tracking error and arms out
-of step. Plain values in, a verdict out: the ROS layer feeds it messages.
+"""Watching an execution while it runs, on the arms' joint states: tracking error, arms out of
+step, joint states that stop or lie, joints faster than their limits. Plain values in, a
+verdict out: the ROS layer feeds it messages and calls :meth:`ExecutionWatch.check_fresh`.
 
 For a joint-state message stamped ``stamp`` (the controller's clock, the clock the start stamp
 is on), the plan time is ``t = stamp - start``:
@@ -14,18 +15,27 @@ is on), the plan time is ``t = stamp - start``:
   is undefined) and counts for ``MAX_AGE_S``. Two arms whose progress differs by
   more than ``max_progress_skew_s``: ``progress_skew``.
 
-Each message is checked as it arrives (no thread, no polling): detection comes with the message
-that crosses a threshold.
+- **validity**: a non-finite position of a watched joint: ``joint_states_invalid`` (a NaN
+  compares false against every tolerance; it must never read as "within").
+- **velocity**: the message's velocity (else the difference of two positions of the joint at
+  least ``MIN_DT_S`` apart) beyond the joint's limit x (1 + ``velocity_limit_margin``):
+  ``velocity_limit`` (a controller that jumps to catch up with its reference).
+- **freshness**: a watched joint not reported for ``joint_state_timeout_s`` (receipt time):
+  ``joint_states_stale`` (without it an arm whose states stop is never checked again).
+
+Each message is checked as it arrives: detection comes with the message that crosses a
+threshold; freshness, which no message can report, is checked by the caller's clock.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.sync import PlanClock
@@ -36,11 +46,15 @@ MIN_SPEED = 0.3
 MAX_AGE_S = 0.05
 #: the progress search grid, s
 TAU_STEP_S = 0.005
+#: a velocity is estimated from two positions of one joint at least this far apart (stamps), s
+MIN_DT_S = 0.005
 
 
 @dataclass(frozen=True)
 class Violation:
-    """What tripped the watch. ``reason`` is ``tracking_error`` or ``progress_skew``."""
+    """What tripped the watch. ``reason`` is a :class:`FailureReason` value:
+    ``tracking_error``, ``progress_skew``, ``joint_states_stale``, ``joint_states_invalid`` or
+    ``velocity_limit``."""
 
     reason: str
     arm: str
@@ -55,7 +69,13 @@ class ExecutionWatch:
         clock: plan time from the controllers' clock (after a speed change); default: the
             plan at speed 1 from ``start``.
         config: tolerances (``execution.path_tolerance_rad``, ``arms[].path_tolerance``,
-            ``execution.max_progress_skew_s``).
+            ``execution.max_progress_skew_s``, ``execution.joint_state_timeout_s``,
+            ``execution.velocity_limit_margin``, the joints' velocity limits).
+
+    Joint states are merged by joint name (any subset of an arm's joints per message, as the
+    configuration promises): each joint keeps its latest position, header stamp and receipt
+    time. An arm is checked once every one of its joints has been reported; an arm that never
+    was reports ``None`` (not watched), never 0.
     """
 
     def __init__(self, plan: MultiArmPlan, start: float, config: ExecutorConfig,
@@ -64,16 +84,24 @@ class ExecutionWatch:
         self.clock = clock or PlanClock(start)   # plan time from a message stamp
         s = config.execution
         self.max_skew = s.max_progress_skew_s
+        self.stale_after = s.joint_state_timeout_s
         half = max(2.0 * self.max_skew, 0.2)     # how far from the plan time progress is sought
         self._offsets = np.arange(-half, half + TAU_STEP_S / 2, TAU_STEP_S)
         self.tolerance: dict[str, np.ndarray] = {}
+        self.velocity_limit: dict[str, np.ndarray] = {}
         self.joints: dict[str, tuple[str, ...]] = {}
+        self._owner: dict[str, tuple[str, int]] = {}   # joint -> (arm, index in the arm)
         for arm in plan.arm_names:
             cfg = config.arm(arm)
             names = tuple(plan[arm].joint_names)
             self.joints[arm] = names
             self.tolerance[arm] = np.array([cfg.path_tolerance.get(j, s.path_tolerance_rad)
                                             for j in names])
+            self.velocity_limit[arm] = np.array(
+                [limit_or_inf(cfg.joint_limits.get(j), "velocity") for j in names]) \
+                * (1.0 + s.velocity_limit_margin)
+            for k, j in enumerate(names):
+                self._owner[j] = (arm, k)
         # the plan sampled once on the progress grid (the search slices it; no spline is
         # evaluated per message for it)
         self._dense = {}
@@ -81,44 +109,123 @@ class ExecutionWatch:
             grid = np.arange(0.0, plan[arm].duration + TAU_STEP_S / 2, TAU_STEP_S)
             p, v, _ = sample(plan[arm], grid)
             self._dense[arm] = (grid, p, v)
-        self.max_tracking_error = {a: 0.0 for a in plan.arm_names}
+        # per arm and joint: latest position, its header stamp and its receipt time
+        self._q = {a: np.full(len(j), np.nan) for a, j in self.joints.items()}
+        self._stamp = {a: np.full(len(j), np.nan) for a, j in self.joints.items()}
+        self._received = {a: np.full(len(j), np.nan) for a, j in self.joints.items()}
+        #: per arm, the largest |tracking error| seen (rad or m); None: never measured
+        self.max_tracking_error: dict[str, Optional[float]] = {a: None for a in plan.arm_names}
+        #: per arm, the largest measured |joint velocity| (per s); None: never measured
+        self.max_velocity: dict[str, Optional[float]] = {a: None for a in plan.arm_names}
         self.max_progress_skew = 0.0
         self._progress: dict[str, tuple[float, float]] = {}  # arm -> (plan time, progress)
         self.done: set[str] = set()   # arms no longer watched (their goal ended)
         self.violation: Optional[Violation] = None
 
-    def set_start(self, start: float) -> None:
-        """The start stamp, once known (the watch is built before it, off the stamp's path)."""
+    def set_start(self, start: float, received: Optional[Mapping[str, float]] = None) -> None:
+        """The start stamp, once known (the watch is built before it, off the stamp's path).
+        ``received``: joint -> receipt time of its latest state before the start: a joint
+        reported then is expected to go on being reported (the freshness check counts from
+        there); a joint never reported is not watched (its arm reports None)."""
         self.start = start
         self.clock = PlanClock(start)
+        for name, at in (received or {}).items():
+            owner = self._owner.get(name)
+            if owner is not None and np.isnan(self._received[owner[0]][owner[1]]):
+                self._received[owner[0]][owner[1]] = at
 
-    def on_joint_state(self, names: Sequence[str], positions: Sequence[float],
-                       stamp: float) -> Optional[Violation]:
-        """Check one message; returns the (first) violation it causes, else None."""
+    def on_joint_state(self, names: Sequence[str], positions: Sequence[float], stamp: float,
+                       received: Optional[float] = None,
+                       velocities: Optional[Sequence[float]] = None) -> Optional[Violation]:
+        """Check one message (any subset of any arms' joints); returns the (first) violation it
+        causes, else None. ``received``: receipt time (the freshness check's clock);
+        ``velocities``: the message's velocities (else estimated from positions)."""
         if self.violation is not None:
             return None
-        index = {n: k for k, n in enumerate(names)}
         t = self.clock.plan_time(stamp)
-        for arm, joints in self.joints.items():
-            if arm in self.done or not all(j in index for j in joints):
+        touched: dict[str, list[int]] = {}
+        for n, name in enumerate(names):
+            owner = self._owner.get(name)
+            if owner is None or n >= len(positions):
                 continue
-            q = np.array([positions[index[j]] for j in joints])
-            traj = self.plan[arm]
-            err = q - self._planned(arm, t)
-            tol = self.tolerance[arm]
-            self.max_tracking_error[arm] = max(self.max_tracking_error[arm],
-                                               float(np.max(np.abs(err), initial=0.0)))
-            over = np.flatnonzero((tol > 0) & (np.abs(err) > tol))
-            if over.size:
-                k = int(over[np.argmax(np.abs(err[over]) - tol[over])])
-                return self._trip("tracking_error", arm, t,
-                                  f"joint {joints[k]!r} is {err[k]:+.4f} from the plan at plan time "
-                                  f"{t:.3f} s, beyond its path tolerance {tol[k]:g}")
-            if 0.0 <= t <= traj.duration:
-                progress = self._progress_of(arm, q, t)
-                if progress is not None:
-                    self._progress[arm] = (t, progress)
+            arm, k = owner
+            if arm in self.done:
+                continue
+            q = float(positions[n])
+            if not math.isfinite(q):
+                return self._trip("joint_states_invalid", arm, t,
+                                  f"joint {name!r} reports position {q} at plan time {t:.3f} s; "
+                                  "expected a finite number")
+            v = None
+            if velocities is not None and n < len(velocities) and math.isfinite(velocities[n]):
+                v = float(velocities[n])
+            elif math.isfinite(self._stamp[arm][k]) and stamp - self._stamp[arm][k] >= MIN_DT_S:
+                v = (q - self._q[arm][k]) / (stamp - self._stamp[arm][k])
+            self._q[arm][k], self._stamp[arm][k] = q, stamp
+            self._received[arm][k] = stamp if received is None else received
+            touched.setdefault(arm, []).append(k)
+            if v is not None:
+                peak = self.max_velocity[arm]
+                self.max_velocity[arm] = abs(v) if peak is None else max(peak, abs(v))
+                if abs(v) > self.velocity_limit[arm][k]:
+                    lim = self.velocity_limit[arm][k]
+                    return self._trip("velocity_limit", arm, t,
+                                      f"joint {name!r} measured at {v:+.3f} per s at plan time "
+                                      f"{t:.3f} s, beyond its limit with margin ({lim:.3f})")
+        for arm in touched:
+            if np.isnan(self._q[arm]).any():
+                continue   # not every joint reported yet
+            violation = self._check_arm(arm)
+            if violation is not None:
+                return violation
         return self._skew(t)
+
+    def check_fresh(self, now: float) -> Optional[Violation]:
+        """Fail an arm (still watched) one of whose joints, once reported, has not been reported
+        for longer than ``joint_state_timeout_s`` (receipt clock ``now``). None when every arm
+        is fresh, or the check is off."""
+        if self.violation is not None or self.stale_after <= 0:
+            return None
+        for arm, joints in self.joints.items():
+            if arm in self.done:
+                continue
+            with np.errstate(invalid="ignore"):
+                age = now - self._received[arm]            # NaN: never reported
+                stale = np.flatnonzero(age > self.stale_after)
+            if stale.size:
+                names = [joints[k] for k in stale]
+                return self._trip(
+                    "joint_states_stale", arm, self.clock.plan_time(now),
+                    f"no joint state for {names} for {float(np.max(age[stale])) * 1e3:.0f} ms "
+                    f"(joint_state_timeout_s {self.stale_after:g}): the arm cannot be watched")
+        return None
+
+    def _check_arm(self, arm: str) -> Optional[Violation]:
+        """Tracking error of the arm's merged pose (each joint at its own stamp's plan time),
+        and its progress when the joints were measured together."""
+        joints, q, stamps = self.joints[arm], self._q[arm], self._stamp[arm]
+        times = [self.clock.plan_time(float(s)) for s in stamps]
+        if max(stamps) - min(stamps) <= 1e-9:
+            planned = self._planned(arm, times[0])
+        else:
+            planned = np.array([self._planned(arm, tk)[k] for k, tk in enumerate(times)])
+        err = q - planned
+        tol = self.tolerance[arm]
+        worst = float(np.max(np.abs(err), initial=0.0))
+        prev = self.max_tracking_error[arm]
+        self.max_tracking_error[arm] = worst if prev is None else max(prev, worst)
+        over = np.flatnonzero((tol > 0) & (np.abs(err) > tol))
+        if over.size:
+            k = int(over[np.argmax(np.abs(err[over]) - tol[over])])
+            return self._trip("tracking_error", arm, times[k],
+                              f"joint {joints[k]!r} is {err[k]:+.4f} from the plan at plan time "
+                              f"{times[k]:.3f} s, beyond its path tolerance {tol[k]:g}")
+        t = max(times)
+        if max(stamps) - min(stamps) <= TAU_STEP_S and 0.0 <= t <= self.plan[arm].duration:
+            progress = self._progress_of(arm, q, t)
+            if progress is not None:
+                self._progress[arm] = (t, progress)
+        return None
 
     def _planned(self, arm: str, t: float) -> np.ndarray:
         """The plan's position at plan time t (J,), linear between the dense samples (within
@@ -182,6 +289,6 @@ class ExecutionWatch:
         self.violation = Violation(reason, arm, text, t)
         return self.violation
 
-    def stats(self) -> Mapping[str, tuple[float, float]]:
-        """Per arm: (max tracking error, rad; max progress skew, s) so far."""
+    def stats(self) -> Mapping[str, tuple[Optional[float], float]]:
+        """Per arm: (max tracking error, rad, None if never measured; max progress skew, s)."""
         return {a: (self.max_tracking_error[a], self.max_progress_skew) for a in self.joints}

@@ -47,6 +47,7 @@ class ArmReport:
     stop_confirmed: bool = True
     max_tracking_error: Optional[float] = None  # rad (or m), from the joint states while running
     max_progress_skew: Optional[float] = None   # s, between this execution's arms
+    max_velocity: Optional[float] = None        # per s: largest measured |joint velocity|
 
     def to_dict(self) -> dict:
         return {"status": self.status.value, "error_code": self.error_code,
@@ -56,7 +57,8 @@ class ArmReport:
                 "cancel_acknowledged_at": self.cancel_acknowledged_at,
                 "stop_confirmed": self.stop_confirmed,
                 "max_tracking_error": self.max_tracking_error,
-                "max_progress_skew": self.max_progress_skew}
+                "max_progress_skew": self.max_progress_skew,
+                "max_velocity": self.max_velocity}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "ArmReport":
@@ -109,7 +111,11 @@ class ExecutionReport:
             if r.max_tracking_error is not None:
                 watched = f" (max tracking error {r.max_tracking_error:.4f}"
                 watched += ("" if r.max_progress_skew is None else
-                            f", max progress skew {r.max_progress_skew * 1e3:.1f} ms") + ")"
+                            f", max progress skew {r.max_progress_skew * 1e3:.1f} ms")
+                watched += ("" if r.max_velocity is None else
+                            f", max velocity {r.max_velocity:.3f}/s") + ")"
+            elif self.start_stamp is not None and r.goal_sent_at is not None:
+                watched = " (NOT WATCHED: no joint state of every joint arrived while it ran)"
             lines.append(f"  {arm}: {r.status.value}"
                          + (f" error_code={r.error_code}" if r.error_code else "")
                          + (f" {r.error_string}" if r.error_string else "") + watched + extra)

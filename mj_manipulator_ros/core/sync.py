@@ -54,6 +54,9 @@ class FailureReason(str, enum.Enum):
     CONTROLLER_GONE = "controller_gone"    # the action server left the graph during the goal
     TRACKING_ERROR = "tracking_error"      # a joint strayed beyond its path tolerance
     PROGRESS_SKEW = "progress_skew"        # two arms out of step beyond max_progress_skew_s
+    JOINT_STATES_STALE = "joint_states_stale"      # a watched joint stopped being reported
+    JOINT_STATES_INVALID = "joint_states_invalid"  # a watched joint reported NaN or infinity
+    VELOCITY_LIMIT = "velocity_limit"      # a joint measured faster than its limit (with margin)
     EXCEPTION = "exception"
     EXTERNAL_ABORT = "external_abort"   # abort() or Ctrl-C
     CLOCK_UNAVAILABLE = "clock_unavailable"

@@ -51,6 +51,8 @@ from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 NodeFactory = Callable[[str], Node]
 #: Extra time (s) allowed for joining arm threads beyond every configured bound.
 JOIN_SLACK_S = 5.0
+#: how often (s) the watch's freshness check runs while an execution runs
+WATCH_TICK_S = 0.02
 
 
 class MultiArmExecutor:
@@ -100,6 +102,7 @@ class MultiArmExecutor:
         self._closed = False
         self._watch: ExecutionWatch | None = None  # the running execution's watch
         self._running: tuple | None = None          # (plan, runs, plan clock, scope) while it runs
+        self._last_fresh_tick: float | None = None  # monotonic time of the last freshness check
         self._retime_lock = threading.Lock()        # one speed change at a time
         self.on_feedback: FeedbackHook | None = None
         #: name -> text kept in every recorded bag besides plan, config and report (entry points
@@ -308,8 +311,10 @@ class MultiArmExecutor:
             stamp = self._open_gate(gate, scope, s, plan, runs)
             clock = watch.clock if stamp is not None else None
             started = time.monotonic()
+            self._last_fresh_tick = None
             self._wait(finished, threads, scope, lambda: started + join_budget(
-                s, plan.duration / (clock.slowest if clock is not None else 1.0)))
+                s, plan.duration / (clock.slowest if clock is not None else 1.0)),
+                tick=(lambda: self._check_fresh(runs, scope)) if stamp is not None else None)
         finally:
             self.monitor.listener = None
             self._watch = None
@@ -319,7 +324,8 @@ class MultiArmExecutor:
         reports = {a: r.report() for a, r in runs.items()}
         if stamp is not None:
             reports = {a: dataclasses.replace(r, max_tracking_error=watch.max_tracking_error[a],
-                                              max_progress_skew=watch.max_progress_skew)
+                                              max_progress_skew=watch.max_progress_skew,
+                                              max_velocity=watch.max_velocity[a])
                        for a, r in reports.items()}
         stuck = [a for a in runs if a not in finished.names]
         for arm in stuck:  # every wait in ArmRun is bounded: this is a bug, report it loudly
@@ -366,19 +372,44 @@ class MultiArmExecutor:
         """Watch the joint states from the stamp on: a tracking error or arms out of step fail
         the execution like any failure (every arm canceled and confirmed)."""
         watch = self._watch  # built before the stamp (sampling the plan is off its path)
-        watch.set_start(stamp.seconds)
+        watch.set_start(stamp.seconds, self.monitor.received(
+            [j for arm in plan.arm_names for j in plan[arm].joint_names]))
         with self._scope_lock:
             self._running = (plan, runs, watch.clock, scope)
 
-        def on_joint_state(names, positions, msg_stamp: float) -> None:
-            for arm, run in runs.items():
-                if run.out.result_at is not None:
-                    watch.done.add(arm)
-            violation = watch.on_joint_state(names, positions, msg_stamp)
+        def on_joint_state(names, positions, msg_stamp: float, received: float,
+                           velocities) -> None:
+            self._mark_done(watch, runs)
+            violation = watch.on_joint_state(names, positions, msg_stamp, received, velocities)
             if violation is not None:
                 scope.fail(Failure(violation.arm, FailureReason(violation.reason), None,
                                    violation.text))
         self.monitor.listener = on_joint_state
+
+    @staticmethod
+    def _mark_done(watch: ExecutionWatch, runs: Mapping[str, ArmRun]) -> None:
+        for arm, run in runs.items():
+            if run.out.result_at is not None:
+                watch.done.add(arm)
+
+    def _check_fresh(self, runs: Mapping[str, ArmRun], scope: CancelScope) -> None:
+        """The watch's freshness check (no message reports that messages stopped), on this
+        process's clock. Skipped right after this thread was itself starved of the CPU: then
+        the joint states may be waiting unread, and an arm must not be blamed for it."""
+        watch = self._watch
+        if watch is None or scope.canceled:
+            return
+        tick = time.monotonic()
+        late = self._last_fresh_tick is not None and \
+            tick - self._last_fresh_tick > 0.5 * watch.stale_after
+        self._last_fresh_tick = tick
+        if late:
+            return
+        self._mark_done(watch, runs)
+        violation = watch.check_fresh(self.now())
+        if violation is not None:
+            scope.fail(Failure(violation.arm, FailureReason(violation.reason), None,
+                               violation.text))
 
     def _open_gate(self, gate: StartGate, scope: CancelScope, s, plan: MultiArmPlan,
                    runs: Mapping[str, ArmRun]) -> StartStamp | None:
@@ -403,17 +434,21 @@ class MultiArmExecutor:
 
     @staticmethod
     def _wait(finished: "_Countdown", threads: list[threading.Thread], scope: CancelScope,
-              deadline: Callable[[], float]) -> None:
+              deadline: Callable[[], float], tick: Callable[[], None] | None = None) -> None:
         """Wait (until the monotonic ``deadline()``) until every arm thread has finished, then
         join them. The wait is on a condition the arm threads signal, never an interrupted
         ``Thread.join`` (after a KeyboardInterrupt inside ``join``, CPython may report a running
         thread as finished: bpo-21822). A KeyboardInterrupt that still arrives (a caller's own
-        SIGINT handler raising it) cancels every arm and the wait goes on."""
+        SIGINT handler raising it) cancels every arm and the wait goes on. ``tick`` runs every
+        ``WATCH_TICK_S`` meanwhile (the watch's freshness check)."""
+        step = 1.0 if tick is None else WATCH_TICK_S
         while True:
-            try:  # the deadline moves when the speed changes: re-read it every second
+            try:  # the deadline moves when the speed changes: re-read it every step
                 remaining = deadline() - time.monotonic()
-                if finished.wait(max(0.0, min(remaining, 1.0))) or remaining <= 1.0:
+                if finished.wait(max(0.0, min(remaining, step))) or remaining <= step:
                     break
+                if tick is not None:
+                    tick()
             except KeyboardInterrupt:
                 scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
                                    "interrupted (Ctrl-C)"))

@@ -50,9 +50,10 @@ class JointStateMonitor:
         self._subs = [node.create_subscription(JointState, topic, self._on_msg, 50)
                       for topic in sorted(set(topics))]
         self._node = node
-        #: called with (names, positions, header stamp) for every message, in the spinning
-        #: thread (the execution watch); must be quick
-        self.listener: Optional[Callable[[Sequence[str], Sequence[float], float], None]] = None
+        #: called with (names, positions, header stamp, receipt time, velocities) for every
+        #: message, in the spinning thread (the execution watch); must be quick
+        self.listener: Optional[Callable[[Sequence[str], Sequence[float], float, float,
+                                          Sequence[float]], None]] = None
 
     def _on_msg(self, msg: JointState) -> None:
         received = self._now()
@@ -65,7 +66,7 @@ class JointStateMonitor:
             self._cond.notify_all()
         listener = self.listener
         if listener is not None:
-            listener(msg.name, msg.position, stamp)
+            listener(msg.name, msg.position, stamp, received, msg.velocity)
 
     def readings(self, joints: Sequence[str]) -> Optional[dict[str, JointReading]]:
         """The latest reading of every joint, or None while one has none."""
@@ -73,6 +74,11 @@ class JointStateMonitor:
             if not all(j in self._latest for j in joints):
                 return None
             return {j: self._latest[j] for j in joints}
+
+    def received(self, joints: Sequence[str]) -> dict[str, float]:
+        """Receipt time (s) of the latest reading of each of ``joints`` that has one."""
+        with self._cond:
+            return {j: self._latest[j].received for j in joints if j in self._latest}
 
     def wait_for(self, joints: Sequence[str], timeout: float,
                  stop: Callable[[], bool] = lambda: False) -> Optional[dict[str, JointReading]]:

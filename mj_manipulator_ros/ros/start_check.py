@@ -43,10 +43,12 @@ class StartCheck:
 
     def measured(self, arms: Sequence[str], stop: Callable[[], bool] = lambda: False
                  ) -> dict[str, np.ndarray]:
-        """Every arm's measured positions (J,), fresh (within ``joint_state_max_age_s``).
+        """Every arm's measured positions (J,), fresh (within ``joint_state_max_age_s``) and
+        finite.
 
         Raises:
-            StartStateError: no joint state within ``server_wait_s``, or a stale one.
+            StartStateError: no joint state within ``server_wait_s``, a stale one, or a
+                non-finite position.
         """
         s = self.config.execution
         out = {}
@@ -68,7 +70,15 @@ class StartCheck:
                     f"the latest joint state is {age:.3f} s old, more than "
                     f"joint_state_max_age_s = {s.joint_state_max_age_s} s", arm=arm, joint=j,
                     value=age)
-            out[arm] = positions(readings, cfg.joint_names)
+            q = positions(readings, cfg.joint_names)
+            bad = np.flatnonzero(~np.isfinite(q))
+            if bad.size:  # NaN compares false against every tolerance: refuse it by name
+                k = int(bad[0])
+                raise StartStateError(
+                    f"the latest joint state reports position {q[k]} on "
+                    f"{cfg.joint_states_topic}; expected a finite number", arm=arm,
+                    joint=cfg.joint_names[k], value=float(q[k]))
+            out[arm] = q
         return out
 
     def check_state(self, plan: MultiArmPlan, stop: Callable[[], bool] = lambda: False,

@@ -1,0 +1,122 @@
+"""Joint states that lie or stop, through real processes: the simulator and ``execute`` as OS
+processes, and between them a relay (this test) that forwards ``/joint_states`` to the topic
+the arms are configured to read, corrupting it on purpose (issue 29 items 1 and 2)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import rclpy
+import yaml
+from sensor_msgs.msg import JointState
+
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.plan_io import save_plan
+from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+from tiny_arm import tiny_mapping
+
+CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
+RELAYED = "/relayed_joint_states"
+
+
+class Relay:
+    """Forwards /joint_states to RELAYED through ``edit(msg) -> msg | None`` (None: dropped)."""
+
+    def __init__(self, context, edit) -> None:
+        self.node = rclpy.create_node("joint_state_relay", context=context)
+        self.edit = edit
+        self.pub = self.node.create_publisher(JointState, RELAYED, 50)
+        self.sub = self.node.create_subscription(JointState, "/joint_states", self._on, 50)
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.spinner = BackgroundSpinner(self.executor, "relay").start()
+
+    def _on(self, msg: JointState) -> None:
+        out = self.edit(msg)
+        if out is not None:
+            self.pub.publish(out)
+
+    def close(self) -> None:
+        self.spinner.stop()
+        self.node.destroy_node()
+
+
+def setup(tmp_path: Path, start: dict) -> tuple[Path, Path]:
+    """The tiny pair on real time (system clock), arms reading RELAYED; a 2 s swing of j1 by
+    0.4 rad out and back from ``start`` (arm -> (2,))."""
+    data = tiny_mapping(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False},
+                        execution={"preflight_check": False},
+                        arm_extra={"joint_states_topic": RELAYED})
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(data))
+    t = np.linspace(0.0, 2.0, 21)
+    s = np.sin(np.pi * t / 2.0) ** 2
+    plan = MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), t,
+                                          np.asarray(q0) + np.outer(s, [0.4, 0.0]))
+                         for a, q0 in start.items()})
+    path = tmp_path / "plan.yaml"
+    save_plan(plan, path)
+    return config, path
+
+
+def run_execute(processes, config: Path, plan: Path) -> subprocess.CompletedProcess:
+    sim = processes([*CLI, "sim", "--config", str(config)])
+    processes.wait_for_line(sim, "simulating arms", timeout=60)
+    return subprocess.run([*CLI, "execute", str(plan), "--config", str(config), "--json"],
+                          capture_output=True, text=True, timeout=120, env=processes.env)
+
+
+def test_a_nan_joint_state_is_refused_before_anything_moves(ros, processes, tmp_path) -> None:
+    """Regression: with left_j1 reported as NaN and the plan starting 0.5 rad away on it,
+    ``execute`` exited 0 'succeeded, max tracking error 0.0' and the arm jumped 0.5 rad within
+    the start lead (NaN > tolerance is False)."""
+    def nan_j1(msg):
+        msg.position = [math.nan if n == "left_j1" else p for n, p in zip(msg.name, msg.position)]
+        return msg
+    relay = Relay(ros.context, nan_j1)
+    try:
+        config, plan = setup(tmp_path, {"left": [0.5, 0.0], "right": [0.0, 0.0]})
+        done = run_execute(processes, config, plan)
+    finally:
+        relay.close()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "'left'" in done.stderr and "'left_j1'" in done.stderr and "nan" in done.stderr
+    assert "expected a finite number" in done.stderr
+
+
+def test_joint_states_that_stop_once_moving_fail_the_execution(ros, processes, tmp_path) -> None:
+    """Regression: a relay that stops forwarding the right arm's joints once it moves left the
+    watch blind: 'succeeded, max progress skew 0.0 ms'."""
+    moving = threading.Event()
+
+    def drop_right_once_moving(msg):
+        q = dict(zip(msg.name, msg.position))
+        if abs(q.get("right_j1", 0.0)) > 0.02:
+            moving.set()
+        if moving.is_set():
+            keep = [k for k, n in enumerate(msg.name) if not n.startswith("right_")]
+            msg.name = [msg.name[k] for k in keep]
+            msg.position = [msg.position[k] for k in keep]
+            msg.velocity = [msg.velocity[k] for k in keep] if msg.velocity else []
+            msg.effort = [msg.effort[k] for k in keep] if msg.effort else []
+        return msg
+    relay = Relay(ros.context, drop_right_once_moving)
+    try:
+        config, plan = setup(tmp_path, {"left": [0.0, 0.0], "right": [0.0, 0.0]})
+        done = run_execute(processes, config, plan)
+    finally:
+        relay.close()
+    assert moving.is_set(), "the right arm never moved: the fixture did not run"
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    failure = report["first_failure"]
+    assert (failure["arm"], failure["reason"]) == ("right", "joint_states_stale"), failure
+    assert "right_j1" in failure["error_string"]
+    for arm in ("left", "right"):
+        assert report["arms"][arm]["stop_confirmed"], report["arms"][arm]
