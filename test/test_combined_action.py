@@ -133,7 +133,7 @@ def slow_preflight(seconds: float, refuse: bool = False):
 
     calls = []
 
-    def check(plan):
+    def check(plan, held=None):
         calls.append(plan)
         time.sleep(seconds)
         if refuse:
@@ -236,3 +236,24 @@ def test_speed_scaling_topic_retimes_every_arm(combined, ros) -> None:
     assert all(len(c.goals) == 2 for c in ctl.values())
     assert ctl["left"].goals[1].stamp_ns == ctl["right"].goals[1].stamp_ns
     assert ctl["left"].goals[1].stamp_ns > ctl["left"].goals[0].stamp_ns
+
+
+def test_an_exception_in_the_goal_callback_rejects_and_the_node_serves_on(combined) -> None:
+    """A check that raises something no one expected (here a RuntimeError; in the field, a
+    ValueError from the replay of a single-arm goal): the goal is rejected with the reason logged
+    and the next goal runs (regression: the exception ended the node's spin thread and every
+    later goal went unanswered)."""
+    raised = []
+
+    def flaky_check(plan, held=None):
+        if not raised:
+            raised.append(plan)
+            raise RuntimeError("injected: a bug in a check")
+    client, ex, ctl, server = combined({"left": "succeed", "right": "succeed"},
+                                       preflight=flaky_check)
+    first = send(client, ex, combined_goal())
+    assert first is not None and not first.accepted and len(raised) == 1
+    second = send(client, ex, combined_goal())
+    assert second is not None and second.accepted
+    assert result(ex, second).status == GoalStatus.STATUS_SUCCEEDED
+    assert len(ctl["left"].goals) == 1 and len(ctl["right"].goals) == 1

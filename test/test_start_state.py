@@ -141,3 +141,61 @@ def test_the_combined_action_rejects_a_plan_that_starts_elsewhere(tiny_sim, ros,
         executor.close()
         server_node.destroy_node()
     assert node.arms["left"].tickets == [] and node.arms["right"].tickets == []
+
+
+def test_a_single_arm_goal_is_checked_against_the_other_arm_held(ros, tmp_path) -> None:
+    """The real pre-flight replay, on the tiny pair 0.6 m apart: a goal over the left arm only
+    runs (checked against the right arm where it stands), one that swings the left arm into the
+    standing right arm is rejected, and the node serves the next goal (regression: a single-arm
+    goal raised ValueError 'the timeline has no poses' inside the goal callback, the node's spin
+    thread died, and every later goal went unanswered)."""
+    from control_msgs.action import FollowJointTrajectory
+    from rclpy.action import ActionClient
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    from action_helpers import result, send
+    from action_msgs.msg import GoalStatus
+    from mj_manipulator_ros.apps.demo import combined_trajectory
+    from mj_manipulator_ros.check.preflight import PreflightCheck
+    from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
+    from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+    from mj_manipulator_ros.sim.sim_node import SimNode
+
+    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0},
+                      execution={"use_sim_time": True, "preflight_check": True}, separation=0.6)
+    sim = SimNode(cfg, context=ros.context).start()
+    config = cfg.executor
+    executor = MultiArmExecutor(config, context=ros.context, preflight=PreflightCheck(config))
+    server_node = rclpy.create_node("single_arm_execution", context=ros.context)
+    server = CombinedTrajectoryServer(server_node, config, executor, "/single_arm_combined")
+    spin = MultiThreadedExecutor(num_threads=4, context=ros.context)
+    spin.add_node(server_node)
+    client_node = rclpy.create_node("single_arm_client", context=ros.context)
+    client = ActionClient(client_node, FollowJointTrajectory, "/single_arm_combined")
+    client_exec = SingleThreadedExecutor(context=ros.context)
+    client_exec.add_node(client_node)
+
+    def left_only(j1_to: float) -> FollowJointTrajectory.Goal:
+        t = np.linspace(0.0, 1.5, 16)
+        s = (1 - np.cos(np.pi * t / 1.5)) / 2
+        plan = MultiArmPlan({"left": ArmTrajectory(("left_j1", "left_j2"), t,
+                                                   np.outer(s, [j1_to, 0.0]))})
+        return FollowJointTrajectory.Goal(trajectory=combined_trajectory(plan))
+    try:
+        with BackgroundSpinner(spin, "single-arm-server"):
+            assert client.wait_for_server(timeout_sec=10.0)
+            into_right = send(client, client_exec, left_only(1.5))   # tip through right link1
+            assert into_right is not None and not into_right.accepted
+            assert sim.arms["left"].tickets == [] and sim.arms["right"].tickets == []
+            clear = send(client, client_exec, left_only(-0.5))
+            assert clear is not None and clear.accepted
+            assert result(client_exec, clear).status == GoalStatus.STATUS_SUCCEEDED
+            assert len(sim.arms["left"].tickets) == 1 and sim.arms["right"].tickets == []
+    finally:
+        client.destroy()
+        client_exec.shutdown()
+        client_node.destroy_node()
+        server.destroy()
+        executor.close()
+        server_node.destroy_node()
+        sim.close()

@@ -7,13 +7,16 @@ The executor only takes a ``plan -> None`` callable; program entry points build 
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
+
+import numpy as np
 
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.check.report import ReplayReport
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ExecutionRefusedError
-from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.model.arm_binding import ArmBinding
 from mj_manipulator_ros.model.scene import scene_for
 
 
@@ -36,13 +39,19 @@ class PlanRefused(ExecutionRefusedError):
 class PreflightCheck:
     """Callable gate for :class:`MultiArmExecutor`: builds the checker once, then certifies each
     plan synchronized and, with ``stop_skew_s`` > 0, in the stop band (every pair of arms up to
-    that far apart in plan time: where arms that stop at different times end up)."""
+    that far apart in plan time: where arms that stop at different times end up).
+
+    A plan over some of the scene's arms (MoveIt sends single-arm goals routinely) is checked
+    against the other arms held still where they are: ``held`` gives their measured positions
+    (arm -> (J,), in the configuration's joint order)."""
 
     def __init__(self, config: ExecutorConfig, **kwargs) -> None:
         self.checker = scene_checker(config, **kwargs)
         self.stop_skew_s = config.execution.stop_skew_s
 
-    def __call__(self, plan: MultiArmPlan) -> ReplayReport:
+    def __call__(self, plan: MultiArmPlan,
+                 held: Optional[Mapping[str, np.ndarray]] = None) -> ReplayReport:
+        plan = with_held_arms(plan, held or {}, self.checker.arms)
         report = self.checker.check(plan, mode="synchronized", continuous=True)
         if not report.collision_free:
             raise PlanRefused(report)
@@ -53,7 +62,39 @@ class PreflightCheck:
         return report
 
 
-def preflight_for(config: ExecutorConfig) -> Optional[Callable[[MultiArmPlan], ReplayReport]]:
+def with_held_arms(plan: MultiArmPlan, held: Mapping[str, np.ndarray],
+                   arms: Mapping[str, ArmBinding]) -> MultiArmPlan:
+    """The plan with every arm of ``arms`` it leaves out standing still at ``held[arm]`` on the
+    plan's time grid (the scene's arms in the scene's order).
+
+    Raises:
+        ExecutionRefusedError: an arm left out whose position is not given.
+    """
+    missing = [a for a in arms if a not in plan.arm_names and a not in held]
+    if missing:
+        raise ExecutionRefusedError(
+            f"the plan moves {list(plan.arm_names)}; the pre-flight check needs the measured "
+            f"position of every other arm of the scene to check it against, and has none for "
+            f"{missing}")
+    if all(a in plan.arm_names for a in arms):
+        return plan
+    times = plan[plan.arm_names[0]].times
+    out = {}
+    for name, binding in arms.items():
+        if name in plan.arm_names:
+            out[name] = plan[name]
+            continue
+        q = np.asarray(held[name], dtype=float)
+        if q.shape != (len(binding.joint_names),):
+            raise ExecutionRefusedError(
+                f"arm {name!r}: held position has shape {q.shape}; expected "
+                f"({len(binding.joint_names)},) for {list(binding.joint_names)}")
+        out[name] = ArmTrajectory(binding.joint_names, times, np.tile(q, (times.size, 1)),
+                                  np.zeros((times.size, q.size)))
+    return MultiArmPlan(out)
+
+
+def preflight_for(config: ExecutorConfig) -> Optional[Callable[..., ReplayReport]]:
     """The gate the configuration asks for: a :class:`PreflightCheck` with
     ``execution.preflight_check``, else None."""
     return PreflightCheck(config) if config.execution.preflight_check else None

@@ -6,7 +6,9 @@ MoveIt (or anything else) sends one trajectory over the joints of several arms t
 - **rejects** (like joint_trajectory_controller: no result, nothing moves) a goal naming a joint
   of no arm, covering only part of an arm, a tolerance for a joint of no arm, failing plan
   validation or the pre-flight replay (the reason is logged); and a goal arriving while another
-  is accepted or running;
+  is accepted or running. A goal over some of the arms is replayed against the others held
+  where they are measured. No exception leaves a callback: an unexpected one is logged with its
+  traceback and the goal rejected (or aborted), and the node serves the next goal;
 - passes the goal's ``path_tolerance`` and ``goal_tolerance`` to the arm owning each joint, and
   its ``goal_time_tolerance`` to every arm;
 - splits the goal by each arm's ``joint_names`` (arms with none of their joints in the goal are
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
@@ -102,6 +105,11 @@ class CombinedTrajectoryServer:
                 self._reserved = None
             self.node.get_logger().error(f"rejecting combined goal: {exc}")
             return GoalResponse.REJECT
+        except Exception as exc:  # noqa: BLE001 - a callback that raises kills the node's spin
+            with self._lock:
+                self._reserved = None
+            self._unexpected("rejecting combined goal", exc)
+            return GoalResponse.REJECT
         with self._lock:
             self._reserved = _Checked(goal, plan, tolerances)
         return GoalResponse.ACCEPT
@@ -113,10 +121,12 @@ class CombinedTrajectoryServer:
             self._scopes[key] = scope
             early = key in self._early_cancels
             self._early_cancels.discard(key)
-        if early:
-            scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
-                               "combined goal canceled by its client"))
-        goal_handle.execute()
+        try:
+            if early:
+                scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
+                                   "combined goal canceled by its client"))
+        finally:
+            goal_handle.execute()
 
     def _on_cancel(self, goal_handle) -> CancelResponse:
         key = bytes(goal_handle.goal_id.uuid)
@@ -125,8 +135,11 @@ class CombinedTrajectoryServer:
             if scope is None:
                 self._early_cancels.add(key)
         if scope is not None:
-            scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
-                               "combined goal canceled by its client"))
+            try:
+                scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
+                                   "combined goal canceled by its client"))
+            except Exception as exc:  # noqa: BLE001 - never out of a callback
+                self._unexpected("canceling the combined goal", exc)
         return CancelResponse.ACCEPT
 
     def abort(self, reason: str) -> None:
@@ -190,17 +203,30 @@ class CombinedTrajectoryServer:
         except ValueError as exc:
             self.node.get_logger().error(f"speed_scaling: {exc}")
             return
+        except Exception as exc:  # noqa: BLE001 - never out of a callback
+            self._unexpected("speed_scaling", exc)
+            return
         self.node.get_logger().info(f"speed_scaling {msg.data:g}: "
                                     + ("every arm re-timed" if changed else "no goal running"))
 
     def _on_arm_feedback(self, arm: str, feedback: FollowJointTrajectory.Feedback) -> None:
-        with self._feedback_lock:
-            handle = self._goal_handle
-            if handle is None:
-                return
-            self._arm_feedback[arm] = feedback
-            merged = _merge(self._goal_joints, self._arm_feedback)
-        handle.publish_feedback(merged)
+        try:
+            with self._feedback_lock:
+                handle = self._goal_handle
+                if handle is None:
+                    return
+                self._arm_feedback[arm] = feedback
+                merged = _merge(self._goal_joints, self._arm_feedback)
+            handle.publish_feedback(merged)
+        except Exception as exc:  # noqa: BLE001 - feedback is a courtesy; the run goes on
+            self._unexpected(f"merging arm {arm!r}'s feedback", exc)
+
+    def _unexpected(self, what: str, exc: BaseException) -> None:
+        """Log an exception no callback may let out (it would end the node's spin thread and
+        leave every later goal unanswered)."""
+        self.node.get_logger().error(
+            f"{what}: unexpected {type(exc).__name__}: {exc}\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
     def destroy(self) -> None:
         self.node.destroy_subscription(self._speed)

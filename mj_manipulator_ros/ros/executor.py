@@ -63,7 +63,9 @@ class MultiArmExecutor:
         node_factory: makes a node from a name; default: nodes in ``context`` (or in a context
             this executor creates and owns) with ``use_sim_time`` from the config.
         context: an initialised rclpy context to create nodes in (ignored with node_factory).
-        preflight: optional ``plan -> None`` check run after validation, raising to refuse.
+        preflight: optional ``(plan, held) -> None`` check run after validation, raising to
+            refuse; ``held`` maps each configured arm the plan leaves out to its measured
+            position (J,) (it stands still there while the plan runs).
             The executor never builds one: program entry points pass
             ``mj_manipulator_ros.check.preflight.preflight_for(config)`` (synchronized replay
             through the config's MuJoCo scene when ``execution.preflight_check`` is set).
@@ -73,7 +75,7 @@ class MultiArmExecutor:
     """
 
     def __init__(self, config: ExecutorConfig, node_factory: Optional[NodeFactory] = None,
-                 context=None, preflight: Optional[Callable[[MultiArmPlan], None]] = None) -> None:
+                 context=None, preflight: Optional[Callable[..., object]] = None) -> None:
         self.config = config
         self._owned_context: RosContext | None = None
         if node_factory is None:
@@ -143,13 +145,16 @@ class MultiArmExecutor:
         """Validation and the pre-flight check, as :meth:`execute` runs them (nothing is sent).
 
         Raises:
-            PlanError: the plan is invalid.
+            PlanError: the plan is invalid, or (StartStateError) the plan leaves out an arm
+                whose position the pre-flight check needs and cannot measure.
             ExecutionRefusedError: the pre-flight check refused it.
         """
         validate_plan(plan, self.config)
         if self._preflight is not None:
+            others = [a for a in self.config.arm_names if a not in plan.arm_names]
+            held = self.start_check.measured(others) if others else {}
             with self._preflight_lock:
-                self._preflight(plan)
+                self._preflight(plan, held)
 
     def check_start(self, plan: MultiArmPlan, stop: Callable[[], bool] = lambda: False) -> None:
         """The checks made before stamping, on what the arms report (nothing is sent): every
