@@ -24,9 +24,10 @@ def write_inputs(tmp_path: Path, duration: float, arms=("left", "right")) -> tup
                         "action": f"/cli_{a}/follow_joint_trajectory",
                         "joint_limits": {f"{a}_j{k}": {"lower": -2, "upper": 2, "velocity": 5}
                                          for k in range(3)}} for a in arms],
-              # scripted controllers publish no joint states: no start-state or clock check
+              # scripted controllers publish no joint states: no start-state or clock check;
+              # no scene to replay in: the pre-flight check turned off, explicitly
               "execution": {"server_wait_s": 15.0, "start_lead_s": 0.3, "start_tolerance_rad": 0.0,
-                            "max_clock_offset_s": 0.0}}
+                            "max_clock_offset_s": 0.0, "preflight_check": False}}
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
     plan = tmp_path / "plan.yaml"
@@ -47,7 +48,7 @@ def test_execute_prints_json_report_and_exits_0(tmp_path, processes) -> None:
                           "--speed", "0.5"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert set(report) == {"status", "start_stamp", "first_failure", "arms"}
+    assert set(report) == {"status", "start_stamp", "first_failure", "arms", "preflight_checked"}
     assert report["status"] == "succeeded" and report["first_failure"] is None
     for arm in ("left", "right"):
         assert set(report["arms"][arm]) == ARM_KEYS
@@ -124,3 +125,25 @@ def test_ctrl_c_burst_never_escapes(tmp_path, processes) -> None:
     for arm in ("left", "right"):
         assert report["arms"][arm]["status"] == "canceled", report
         assert report["arms"][arm]["stop_confirmed"] is True
+
+
+def test_without_a_scene_the_default_preflight_is_a_clear_refusal(tmp_path) -> None:
+    """The pre-flight check is on by default: a configuration with no scene to replay in is bad
+    input (exit 2, nothing moves), saying how to turn the check off explicitly."""
+    plan, cfg = write_inputs(tmp_path, duration=0.5)
+    data = yaml.safe_load(cfg.read_text())
+    del data["execution"]["preflight_check"]
+    cfg.write_text(yaml.safe_dump(data))
+    out = subprocess.run([*CLI, "execute", str(plan), "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "preflight_check is on (the default)" in out.stderr and "scene" in out.stderr
+
+
+def test_a_report_says_when_the_preflight_check_was_off(tmp_path, processes) -> None:
+    plan, cfg = write_inputs(tmp_path, duration=0.5)
+    controllers(processes, {"left": "succeed", "right": "succeed"})
+    out = subprocess.run([*CLI, "execute", str(plan), "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "pre-flight collision check OFF" in out.stdout

@@ -14,7 +14,7 @@ import numpy as np
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.check.report import ReplayReport
 from mj_manipulator_ros.core.config import ExecutorConfig
-from mj_manipulator_ros.core.errors import ExecutionRefusedError
+from mj_manipulator_ros.core.errors import ConfigError, ExecutionRefusedError
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.model.arm_binding import ArmBinding
 from mj_manipulator_ros.model.scene import scene_for
@@ -96,5 +96,17 @@ def with_held_arms(plan: MultiArmPlan, held: Mapping[str, np.ndarray],
 
 def preflight_for(config: ExecutorConfig) -> Optional[Callable[..., ReplayReport]]:
     """The gate the configuration asks for: a :class:`PreflightCheck` with
-    ``execution.preflight_check``, else None."""
-    return PreflightCheck(config) if config.execution.preflight_check else None
+    ``execution.preflight_check`` (the default), None only when it is turned off explicitly.
+
+    Raises:
+        ConfigError: the check is on and the configuration has no ``scene`` to replay in.
+    """
+    if not config.execution.preflight_check:
+        return None
+    if "scene" not in config.extra:
+        raise ConfigError(
+            f"{config.source or 'the configuration'}: execution.preflight_check is on (the "
+            "default) and needs a `scene` section describing the robot and its surroundings to "
+            "replay plans in; add one, or set `execution: {preflight_check: false}` to run "
+            "plans unchecked (every report then says so)")
+    return PreflightCheck(config)

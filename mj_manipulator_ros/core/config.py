@@ -141,9 +141,10 @@ class ExecutionSettings:
         "doc": "the pre-flight check also certifies every pair of arms at plan times up to this "
                "far apart (the band replay): the widest stop-time difference between arms to "
                "cover (a peer stops where it is, one stop latency after a failure)", "min": 0.0})
-    preflight_check: bool = field(default=False, metadata={
-        "doc": "refuse a plan that collides in synchronized replay (needs a `scene` section)",
-        "override": "--preflight-check"})
+    preflight_check: bool = field(default=True, metadata={
+        "doc": "refuse a plan that collides in synchronized replay and in the stop band, the "
+               "approach move included (needs a `scene` section); on by default: turning it "
+               "off is said in every report", "override": "--preflight-check"})
     record_dir: str = field(default="", metadata={
         "doc": "the execution node records every goal it runs as a bag (rosbag2, MCAP) in a new "
                "folder under this directory; empty: no recording",

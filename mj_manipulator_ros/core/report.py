@@ -71,6 +71,8 @@ class ExecutionReport:
     start_stamp: Optional[float]
     first_failure: Optional[Failure]
     arms: Mapping[str, ArmReport] = field(default_factory=dict)
+    #: whether the pre-flight collision check certified the plan (None: not said)
+    preflight_checked: Optional[bool] = None
 
     @property
     def succeeded(self) -> bool:
@@ -83,7 +85,8 @@ class ExecutionReport:
     def to_dict(self) -> dict:
         return {"status": self.status.value, "start_stamp": self.start_stamp,
                 "first_failure": None if self.first_failure is None else self.first_failure.to_dict(),
-                "arms": {a: r.to_dict() for a, r in self.arms.items()}}
+                "arms": {a: r.to_dict() for a, r in self.arms.items()},
+                "preflight_checked": self.preflight_checked}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -94,12 +97,16 @@ class ExecutionReport:
         failure = None if ff is None else Failure(
             ff["arm"], FailureReason(ff["reason"]), ff["error_code"], ff["error_string"])
         return cls(ExecutionStatus(d["status"]), d["start_stamp"], failure,
-                   {a: ArmReport.from_dict(r) for a, r in d["arms"].items()})
+                   {a: ArmReport.from_dict(r) for a, r in d["arms"].items()},
+                   d.get("preflight_checked"))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
         lines = [f"execution {self.status.value}"
                  + (f" (start stamp {self.start_stamp:.3f} s)" if self.start_stamp else "")]
+        if self.preflight_checked is False:
+            lines.append("  WARNING: pre-flight collision check OFF (execution.preflight_check: "
+                         "false): this plan was not replayed for collisions")
         if self.first_failure:
             f = self.first_failure
             lines.append(f"  first failure: {f.arm or 'external'}: {f.reason.value}"

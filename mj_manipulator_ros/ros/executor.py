@@ -342,7 +342,8 @@ class MultiArmExecutor:
             scope.fail(Failure(None, FailureReason.EXCEPTION, None,
                                f"threads did not end: {[f'mjmr-arm-{a}' for a in stuck]}"))
         return ExecutionReport(_overall(reports, scope.failure),
-                               None if stamp is None else stamp.seconds, scope.failure, reports)
+                               None if stamp is None else stamp.seconds, scope.failure, reports,
+                               self._preflight is not None)
 
     def set_speed(self, factor: float) -> bool:
         """Change the speed of the running execution, every arm together (any thread): from the

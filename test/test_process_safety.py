@@ -1,11 +1,13 @@
-"""Joint states that lie or stop, through real processes: the simulator and ``execute`` as OS
-processes, and between them a relay (this test) that forwards ``/joint_states`` to the topic
-the arms are configured to read, corrupting it on purpose (issue 29 items 1 and 2)."""
+"""Safety promises through real processes: the simulator and ``execute`` as OS processes.
+Joint states that lie or stop (a relay in this test forwards ``/joint_states`` to the topic the
+arms read, corrupting it on purpose); the pre-flight check on by default, the approach move
+included."""
 
 from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
 import threading
@@ -47,29 +49,38 @@ class Relay:
         self.node.destroy_node()
 
 
-def setup(tmp_path: Path, start: dict) -> tuple[Path, Path]:
-    """The tiny pair on real time (system clock), arms reading RELAYED; a 2 s swing of j1 by
-    0.4 rad out and back from ``start`` (arm -> (2,))."""
+def setup(tmp_path: Path, start: dict, swing=(0.4, 0.0), relayed: bool = True,
+          separation: float = 1.0, execution: dict | None = None) -> tuple[Path, Path]:
+    """The tiny pair on real time (system clock), arms reading RELAYED (or /joint_states); a
+    2 s swing by ``swing`` (j1, j2) out and back from ``start`` (arm -> (2,))."""
     data = tiny_mapping(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False},
-                        execution={"preflight_check": False},
-                        arm_extra={"joint_states_topic": RELAYED})
+                        execution=execution if execution is not None else {"preflight_check": False},
+                        arm_extra={"joint_states_topic": RELAYED} if relayed else None,
+                        separation=separation)
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(data))
     t = np.linspace(0.0, 2.0, 21)
     s = np.sin(np.pi * t / 2.0) ** 2
     plan = MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), t,
-                                          np.asarray(q0) + np.outer(s, [0.4, 0.0]))
+                                          np.asarray(q0) + np.outer(s, swing))
                          for a, q0 in start.items()})
     path = tmp_path / "plan.yaml"
     save_plan(plan, path)
     return config, path
 
 
-def run_execute(processes, config: Path, plan: Path) -> subprocess.CompletedProcess:
-    sim = processes([*CLI, "sim", "--config", str(config)])
+def run_execute(processes, config: Path, plan: Path, *extra: str, record: Path | None = None
+                ) -> subprocess.CompletedProcess:
+    """Start the simulator (recording its joint states when ``record`` is given), run
+    ``execute``; the simulator is stopped before returning, so its bag is complete."""
+    args = [*CLI, "sim", "--config", str(config)] + (["--record", str(record)] if record else [])
+    sim = processes(args)
     processes.wait_for_line(sim, "simulating arms", timeout=60)
-    return subprocess.run([*CLI, "execute", str(plan), "--config", str(config), "--json"],
+    done = subprocess.run([*CLI, "execute", str(plan), "--config", str(config), "--json", *extra],
                           capture_output=True, text=True, timeout=120, env=processes.env)
+    sim.send_signal(signal.SIGINT)
+    sim.wait(timeout=30)
+    return done
 
 
 def test_a_nan_joint_state_is_refused_before_anything_moves(ros, processes, tmp_path) -> None:
@@ -120,3 +131,41 @@ def test_joint_states_that_stop_once_moving_fail_the_execution(ros, processes, t
     assert "right_j1" in failure["error_string"]
     for arm in ("left", "right"):
         assert report["arms"][arm]["stop_confirmed"], report["arms"][arm]
+
+
+def moved(bag: Path) -> float:
+    """The largest joint excursion (rad) in a simulator's recorded joint states."""
+    from bag_reader import read_bag
+
+    rows = read_bag(bag).decoded("/joint_states", JointState)
+    assert rows, f"no joint states recorded in {bag}"
+    q = np.array([list(m.position) for m in rows])
+    return float(np.max(np.abs(q - q[0])))
+
+
+def test_the_default_configuration_refuses_a_colliding_plan(processes, tmp_path) -> None:
+    """No preflight_check key at all (the default): a plan that swings the left arm through the
+    standing right arm (0.6 m apart) is refused before any goal, and nothing moves (regression:
+    the check was off by default and the arms met)."""
+    config, plan = setup(tmp_path, {"left": [0.0, 0.0], "right": [0.0, 0.0]}, swing=(1.5, 0.0),
+                         relayed=False, separation=0.6, execution={})
+    assert "preflight_check" not in yaml.safe_load(config.read_text())["execution"]
+    bag = tmp_path / "sim_bag"
+    done = run_execute(processes, config, plan, record=bag)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "pre-flight check refused the plan" in done.stderr
+    assert "left" in done.stderr and "right" in done.stderr
+    assert moved(bag) < 1e-3
+
+
+def test_the_approach_move_is_checked_too(processes, tmp_path) -> None:
+    """Arms apart and clear; a plan holding the left arm where it overlaps the right arm:
+    ``--approach`` would drive it there. Refused before any goal (regression: the approach
+    move drove the arms into each other)."""
+    config, plan = setup(tmp_path, {"left": [1.5, 0.0], "right": [0.0, 0.0]}, swing=(0.0, 0.0),
+                         relayed=False, separation=0.6, execution={})
+    bag = tmp_path / "sim_bag"
+    done = run_execute(processes, config, plan, "--approach", record=bag)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "pre-flight check refused the plan" in done.stderr
+    assert moved(bag) < 1e-3
