@@ -75,3 +75,44 @@ def test_peaks_equal_a_dense_sampling_of_the_spline() -> None:
                                        atol=1e-6)
                 # never below the sampled truth (an upper-bound check may not underestimate)
                 assert np.all(peaks.velocity[k] >= truth * (1 - 1e-9))
+                # positions: the segment's own samples and its end waypoint
+                pos = np.vstack([sample(traj, s)[0], p[k + 1]])
+                assert np.allclose(peaks.position_max[k], pos.max(axis=0), atol=1e-9)
+                assert np.allclose(peaks.position_min[k], pos.min(axis=0), atol=1e-9)
+                assert np.all(peaks.position_max[k] >= pos.max(axis=0) - 1e-12)
+                assert np.all(peaks.position_min[k] <= pos.min(axis=0) + 1e-12)
+
+
+@pytest.mark.parametrize("quintic", [False, True])
+def test_a_spline_that_overshoots_a_position_limit_between_waypoints_is_refused(quintic) -> None:
+    """The issue's case, left joint 6 (limit 0.7853): 0 -> 0.7 (velocity 1.1) -> 0.7 (at rest)
+    -> 0. Every waypoint is inside; the cubic the controller runs peaks at 0.863 between
+    waypoints 1 and 2 (regression: it validated, ran and 'succeeded', the joint stopped by its
+    model range). Checked against a dense sampling; no speed factor helps (same path)."""
+    from mj_manipulator_ros.core.config import config_from_mapping
+    from mj_manipulator_ros.core.errors import JointLimitError
+
+    cfg = config_from_mapping({"arms": [{"name": "left", "joint_names": ["left_j0"], "joint_limits": {
+        "left_j0": {"lower": -0.7853, "upper": 0.7853, "velocity": 2.0}}}]})
+    plan = one_arm([0.0, 1.0, 2.0, 3.0], [0.0, 0.7, 0.7, 0.0], [0.0, 1.1, 0.0, 0.0],
+                   [0.0, 0.0, 0.0, 0.0] if quintic else None)
+    dense = sample(plan["left"], np.linspace(0.0, 3.0, 300001))[0][:, 0]
+    assert dense.max() > 0.7853  # the fixture overshoots (independent of the checker)
+    problems = [p for p in plan_problems(plan, cfg) if isinstance(p, JointLimitError)]
+    assert problems, "the overshoot between waypoints was not refused"
+    e = problems[0]
+    assert (e.arm, e.index, e.joint) == ("left", 1, "left_j0")
+    assert e.value == pytest.approx(dense.max(), abs=1e-6)
+    assert "upper limit 0.7853" in str(e) and "between the waypoints" in str(e)
+    with pytest.raises(JointLimitError):
+        validate_plan(plan.time_scaled(0.25), cfg)   # slower runs the same path
+
+
+def test_a_spline_inside_its_limits_is_not_refused() -> None:
+    from mj_manipulator_ros.core.config import config_from_mapping
+
+    cfg = config_from_mapping({"arms": [{"name": "left", "joint_names": ["left_j0"], "joint_limits": {
+        "left_j0": {"lower": -0.7853, "upper": 0.7853, "velocity": 2.0}}}]})
+    plan = one_arm([0.0, 1.0, 2.0, 3.0], [0.0, 0.7, 0.7, 0.0], [0.0, 0.3, 0.0, 0.0])
+    assert sample(plan["left"], np.linspace(0.0, 3.0, 30001))[0].max() <= 0.7853
+    validate_plan(plan, cfg)

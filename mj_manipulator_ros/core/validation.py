@@ -8,7 +8,7 @@ The checks, per arm (in this order; each failure is a specific
 2. at least one waypoint;
 3. every time, position, velocity and acceleration is finite;
 4. ``time_from_start`` is >= 0 and strictly increasing;
-5. positions inside the joint limits;
+5. positions inside the joint limits, at the waypoints and on the spline between them;
 6. velocities (when given) and finite-difference velocities within the velocity limits
    (a segment's mean speed never exceeds its peak speed, so the finite-difference check is sound
    whatever interpolation the controller uses);
@@ -167,17 +167,34 @@ def _arm_problems(arm: str, t: ArmTrajectory, config: ExecutorConfig) -> list[Pl
 
 
 def _spline_problems(arm: str, t: ArmTrajectory, cfg) -> list[PlanError]:
-    """The executed reference between waypoints (JTC's spline) against velocity and
+    """The executed reference between waypoints (JTC's spline) against position, velocity and
     acceleration limits: the first violating segment per joint and limit."""
     limits = [cfg.joint_limits.get(j) for j in t.joint_names]
     vmax = np.array([limit_or_inf(lim, "velocity") if lim else np.inf for lim in limits])
     amax = np.array([lim.acceleration if lim and lim.acceleration is not None else np.inf
                      for lim in limits])
-    if t.times.size < 2 or not (np.isfinite(vmax).any() or np.isfinite(amax).any()):
+    bounded = [lim is not None and (lim.lower is not None or lim.upper is not None)
+               for lim in limits]
+    if t.times.size < 2 or not (np.isfinite(vmax).any() or np.isfinite(amax).any()
+                                or any(bounded)):
         return []
     peaks = segment_peaks(t)
     kind = interpolation_of(t).value
     problems: list[PlanError] = []
+    lower = np.array([limit_or_inf(lim, "lower") for lim in limits])
+    upper = np.array([limit_or_inf(lim, "upper") for lim in limits])
+    slack = 1e-9 * np.maximum(1.0, np.abs(np.where(np.isfinite(upper), upper, 1.0)))
+    for bound, peak, over in (("upper", peaks.position_max, peaks.position_max > upper + slack),
+                              ("lower", peaks.position_min, peaks.position_min < lower - slack)):
+        for j in np.flatnonzero(over.any(axis=0)):
+            k = int(np.flatnonzero(over[:, j])[0])
+            limit = upper[j] if bound == "upper" else lower[j]
+            problems.append(JointLimitError(
+                f"segment {k}->{k + 1}: the controller's {kind} spline reaches {peak[k, j]:.6g} "
+                f"between the waypoints, beyond the {bound} limit {limit:.6g} (both waypoints "
+                "are within it); time scaling keeps the path: lower the waypoint velocities "
+                "there or add a waypoint", arm=arm, index=k, joint=t.joint_names[j],
+                value=float(peak[k, j])))
     for what, peak, limit, root in (("velocity", peaks.velocity, vmax, 1.0),
                                     ("acceleration", peaks.acceleration, amax, 0.5)):
         over = peak > limit[None, :] * (1 + 1e-9)
