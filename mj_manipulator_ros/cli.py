@@ -29,7 +29,7 @@ def _execute(args: argparse.Namespace) -> int:
     from mj_manipulator_ros.core.errors import MjManipulatorError, PlanError
     from mj_manipulator_ros.core.plan_io import load_plan
     from mj_manipulator_ros.core.sync import INTERRUPTED, CancelScope, FailureReason, interrupts_cancel
-    from mj_manipulator_ros.core.validation import validate_plan
+    from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
     from mj_manipulator_ros.model.limits import load_config_with_model
     from mj_manipulator_ros.ros.executor import MultiArmExecutor
 
@@ -39,7 +39,7 @@ def _execute(args: argparse.Namespace) -> int:
             ExecutionSettings, overrides.from_arguments(args, ExecutionSettings), "command line"))
         plan = load_plan(args.plan)
         if args.speed is not None:
-            plan = plan.time_scaled(args.speed)
+            plan = plan.time_scaled(check_speed_factor(args.speed, config))
         validate_plan(plan, config)
         artifacts = {}
         if args.record:
@@ -88,10 +88,15 @@ def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from mj_manipulator_ros.apps.demo import run_demo, summary
+    from mj_manipulator_ros.core.errors import MjManipulatorError
 
-    doc = run_demo(Path(args.config) if args.config else None,
-                   Path(args.plan) if args.plan else None, Path(args.out), args.speed, args.view,
-                   args.controller)
+    try:
+        doc = run_demo(Path(args.config) if args.config else None,
+                       Path(args.plan) if args.plan else None, Path(args.out), args.speed,
+                       args.view, args.controller)
+    except MjManipulatorError as exc:
+        print(f"mj-manipulator-ros demo: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(summary(doc))
     print(f"report written to {args.out}")
     return EXIT_OK if doc["execution"]["status"] == "succeeded" else EXIT_FAILED

@@ -238,6 +238,38 @@ def test_speed_scaling_topic_retimes_every_arm(combined, ros) -> None:
     assert ctl["left"].goals[1].stamp_ns > ctl["left"].goals[0].stamp_ns
 
 
+def test_a_speed_factor_below_the_minimum_is_refused_and_nothing_is_retimed(combined, ros) -> None:
+    """``~/speed_scaling`` 1e-9 (and 1e-300) while the goal runs: refused below
+    ``execution.min_speed_factor``; the goal runs on at its speed and succeeds (regression: 'every
+    arm re-timed', then 'retimed goal rejected' or an OverflowError)."""
+    import threading
+
+    from std_msgs.msg import Float64
+
+    client, ex, ctl, server = combined({"left": "succeed", "right": "succeed"})
+    pub_node = rclpy.create_node("tiny_speed_publisher", context=ros.context)
+    pub = pub_node.create_publisher(Float64, "/mjmr_test_execution/speed_scaling", 10)
+    try:
+        handle = send(client, ex, combined_goal(duration=2.0))
+        assert handle.accepted
+
+        def crawl() -> None:
+            deadline = time.monotonic() + 10
+            while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.3)
+            pub.publish(Float64(data=1e-9))
+            pub.publish(Float64(data=1e-300))
+        t = threading.Thread(target=crawl)
+        t.start()
+        res = result(ex, handle, timeout=30.0)
+        t.join(15)
+    finally:
+        pub_node.destroy_node()
+    assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.error_string
+    assert all(len(c.goals) == 1 for c in ctl.values())   # nothing re-timed
+
+
 def test_an_exception_in_the_goal_callback_rejects_and_the_node_serves_on(combined) -> None:
     """A check that raises something no one expected (here a RuntimeError; in the field, a
     ValueError from the replay of a single-arm goal): the goal is rejected with the reason logged

@@ -152,3 +152,62 @@ def test_time_scaled_is_consistent() -> None:
     np.testing.assert_allclose(slow["left"].positions, PLAN["left"].positions)
     with pytest.raises(E.PlanError, match="positive finite"):
         PLAN.time_scaled(0.0)
+
+
+# ---- what a plan may cost (issue 29 item 8) ----
+
+def test_a_plan_that_lasts_too_long_is_refused_before_anything_is_sampled() -> None:
+    from mj_manipulator_ros.core.errors import PlanCostError
+    from mj_manipulator_ros.core.plan_io import load_plan
+    from mj_manipulator_ros.model.limits import load_config_with_model
+    from mj_manipulator_ros.resources import config_file, share_dir
+
+    config = load_config_with_model(config_file("sim_openarm.yaml"))
+    plan = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
+    validate_plan(plan, config)
+    with pytest.raises(PlanCostError, match=r"lasts 1\.4e\+07 s .*max_plan_duration_s = 600 s"):
+        validate_plan(plan.time_scaled(1e-6), config)
+    few = config.with_execution(max_plan_points=1000)
+    with pytest.raises(PlanCostError, match="1401 waypoints, more than execution.max_plan_points"):
+        validate_plan(plan, few)
+
+
+def test_check_plan_refuses_a_plan_at_3e9_s_within_a_memory_bound(tmp_path) -> None:
+    """A plan whose last point is at 3e9 s, through ``check-plan`` in a process limited to 3 GB
+    of address space: exit 2 naming the bound (regression: MemoryError traceback; ``--speed
+    1e-6`` grew to 23 GB before the kernel killed it)."""
+    import resource
+    import subprocess
+    import sys
+
+    from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+    from mj_manipulator_ros.core.plan_io import load_plan, save_plan
+    from mj_manipulator_ros.resources import config_file, share_dir
+
+    crossing = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
+    arms = {}
+    for name in crossing.arm_names:
+        t = crossing[name]
+        arms[name] = ArmTrajectory(t.joint_names, np.array([0.0, 3e9]), t.positions[[0, 0]])
+    path = tmp_path / "forever.yaml"
+    save_plan(MultiArmPlan(arms), path)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+    out = subprocess.run([sys.executable, "-m", "mj_manipulator_ros.cli", "check-plan", str(path),
+                          "--config", str(config_file("sim_openarm.yaml"))],
+                         capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "max_plan_duration_s" in out.stderr and "Traceback" not in out.stderr
+    assert load_plan(path)  # the file itself is fine: the refusal is the cost bound's
+
+
+def test_speed_factors_below_the_minimum_are_refused() -> None:
+    from mj_manipulator_ros.core.errors import PlanCostError
+    from mj_manipulator_ros.core.validation import check_speed_factor
+
+    config = make_config(("left",), joints=1)
+    assert check_speed_factor(0.01, config) == 0.01 and check_speed_factor(1.0, config) == 1.0
+    for bad in (1e-9, 1e-300, 0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(PlanCostError, match=r"expected a number in \[0.01, 1\]"):
+            check_speed_factor(bad, config)

@@ -42,6 +42,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
+from mj_manipulator_ros.core.validation import check_speed_factor
 from mj_manipulator_ros.check.preflight import preflight_for, scene_checker
 from mj_manipulator_ros.model.limits import load_config_with_model
 from mj_manipulator_ros.resources import config_file, share_dir
@@ -76,7 +77,7 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
     config = load_config_with_model(config_path or config_file("sim_openarm.yaml"))
     plan = load_plan(plan_path or share_dir() / "config/plans/openarm_crossing.yaml")
     if speed != 1.0:
-        plan = plan.time_scaled(speed)
+        plan = plan.time_scaled(check_speed_factor(speed, config))
     config = config.with_execution(record_dir=str(out.with_name(out.stem.replace("_report", "") +
                                                                   "_bags")))
     sim_cfg = sim_config(config)

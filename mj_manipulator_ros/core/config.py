@@ -134,6 +134,15 @@ class ExecutionSettings:
     velocity_limit_margin: float = field(default=0.1, metadata={
         "doc": "while executing, a joint measured faster than its velocity limit x (1 + this) "
                "fails the execution (`velocity_limit`)", "min": 0.0})
+    max_plan_duration_s: float = field(default=600.0, metadata={
+        "doc": "refuse a plan (after any speed factor) lasting longer than this: what a run "
+               "costs (the watch's and the replay's samples) grows with it", "min": 0.0})
+    max_plan_points: int = field(default=100_000, metadata={
+        "doc": "refuse a plan with more waypoints per arm than this (and a replay checking "
+               "more states)", "min": 1})
+    min_speed_factor: float = field(default=0.01, metadata={
+        "doc": "the lowest speed factor `--speed` and `~/speed_scaling` accept (a factor of "
+               "1e-9 re-times a plan to centuries)", "min": 1e-6, "max": 1.0})
     approach_speed_fraction: float = field(default=0.25, metadata={
         "doc": "`execute --approach`: the move to the plan's start runs at this fraction of "
                "the velocity limits", "min": 0.01, "max": 1.0})

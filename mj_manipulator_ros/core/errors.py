@@ -93,6 +93,12 @@ class UnresolvedLimitsError(PlanError):
     (``mj_manipulator_ros.model.limits.with_model_limits``): nothing can be checked."""
 
 
+class PlanCostError(PlanError):
+    """A plan valid in every other respect costs more than a declared bound
+    (``execution.max_plan_duration_s``, ``max_plan_points``, ``min_speed_factor``): refused
+    before anything is allocated for it."""
+
+
 class TimeGridMismatchError(PlanError):
     """Arms do not share one time grid; see ``resample_to_common_grid``."""
 

@@ -7,7 +7,9 @@ The checks, per arm (in this order; each failure is a specific
    missing joint);
 2. at least one waypoint;
 3. every time, position, velocity and acceleration is finite;
-4. ``time_from_start`` is >= 0 and strictly increasing;
+4. ``time_from_start`` is >= 0 and strictly increasing; the plan is no longer than
+   ``execution.max_plan_duration_s`` and has no more than ``max_plan_points`` waypoints (both
+   checked before anything is sampled);
 5. positions inside the joint limits, at the waypoints and on the spline between them;
 6. velocities (when given) and finite-difference velocities within the velocity limits
    (a segment's mean speed never exceeds its peak speed, so the finite-difference check is sound
@@ -24,7 +26,7 @@ import numpy as np
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import (
     EmptyTrajectoryError, FinalVelocityError, JointLimitError, JointMismatchError,
-    NonFiniteValueError, PlanError, TimeGridMismatchError, TimeNotIncreasingError,
+    NonFiniteValueError, PlanCostError, PlanError, TimeGridMismatchError, TimeNotIncreasingError,
     SplineLimitError, UnknownArmError, UnresolvedLimitsError, VelocityLimitError)
 from mj_manipulator_ros.core.interpolation import interpolation_of
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
@@ -94,6 +96,10 @@ def _arm_problems(arm: str, t: ArmTrajectory, config: ExecutorConfig) -> list[Pl
                                      arm=arm)]
 
     problems: list[PlanError] = []
+    s = config.execution
+    if n > s.max_plan_points:
+        return [PlanCostError(f"{n} waypoints, more than execution.max_plan_points = "
+                              f"{s.max_plan_points}", arm=arm, value=n)]
     bad_t = np.flatnonzero(~np.isfinite(t.times))
     if bad_t.size:
         i = int(bad_t[0])
@@ -114,6 +120,11 @@ def _arm_problems(arm: str, t: ArmTrajectory, config: ExecutorConfig) -> list[Pl
     if t.times[0] < 0:
         return [TimeNotIncreasingError(f"time_from_start is {t.times[0]} s; expected >= 0",
                                        arm=arm, index=0, value=float(t.times[0]))]
+    if t.times[-1] > s.max_plan_duration_s:
+        return [PlanCostError(
+            f"the plan lasts {t.times[-1]:.6g} s (after any speed factor), more than "
+            f"execution.max_plan_duration_s = {s.max_plan_duration_s:g} s", arm=arm,
+            index=n - 1, value=float(t.times[-1]))]
     steps = np.diff(t.times)
     bad = np.flatnonzero(steps < TIME_RESOLUTION_S)
     if bad.size:
@@ -230,3 +241,16 @@ def _grid_problems(plan: MultiArmPlan) -> list[PlanError]:
                 "arms must share one time grid (see resample_to_common_grid)", arm=name, index=i,
                 value=float(times[i])))
     return problems
+
+
+def check_speed_factor(factor: float, config: ExecutorConfig) -> float:
+    """A speed factor in [``execution.min_speed_factor``, 1]; returns it.
+
+    Raises:
+        PlanCostError: below the minimum (or not a finite number in range).
+    """
+    lo = config.execution.min_speed_factor
+    if not (np.isfinite(factor) and lo <= factor <= 1.0):
+        raise PlanCostError(f"speed factor {factor!r}: expected a number in [{lo:g}, 1] "
+                            f"(execution.min_speed_factor = {lo:g})", value=factor)
+    return float(factor)

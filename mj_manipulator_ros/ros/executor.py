@@ -22,7 +22,6 @@ import time
 import uuid
 from typing import Callable, Mapping, Optional
 
-import numpy as np
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -38,7 +37,7 @@ from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus)
 from mj_manipulator_ros.core.sync import (
     CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel)
-from mj_manipulator_ros.core.validation import validate_plan
+from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
 from mj_manipulator_ros.ros.arm_client import (
     CHECK_PERIOD_S, WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_S, ArmChannel, ArmRun, FeedbackHook,
     gate_wait_s)
@@ -353,10 +352,9 @@ class MultiArmExecutor:
         over by the new stamp).
 
         Raises:
-            ValueError: ``factor`` not in (0, 1].
+            PlanCostError (a ValueError): ``factor`` not in [``min_speed_factor``, 1].
         """
-        if not (np.isfinite(factor) and 0.0 < factor <= 1.0):
-            raise ValueError(f"speed factor must be in (0, 1], got {factor!r}")
+        check_speed_factor(factor, self.config)
         with self._scope_lock:
             running = self._running
         if running is None:
