@@ -80,3 +80,39 @@ def test_limits_from_the_model() -> None:
     del data["scene"]
     with pytest.raises(ConfigError, match="from_model needs a 'scene' section"):
         with_model_limits(config_from_mapping(data))
+
+
+@pytest.mark.parametrize("where, text", [
+    ("config.scene.initial_positions.openarm_left_joint1", "&i [*i]"),
+    ("config.execution.loop.x", "&l {x: *l}")])
+def test_a_self_referencing_yaml_alias_is_bad_input_through_the_cli(tmp_path, where, text) -> None:
+    """Regression: a YAML alias to itself gave a TypeError traceback and exit 1; now exit 2 and
+    a message naming the key path. (The first also caught a plain list where a number belongs.)"""
+    import subprocess
+    import sys
+
+    from mj_manipulator_ros.resources import config_file, share_dir
+
+    body = config_file("sim_openarm.yaml").read_text()
+    if where.endswith("openarm_left_joint1"):
+        body = body.replace("    openarm_left_joint1: -0.630151", f"    openarm_left_joint1: {text}")
+    else:
+        body = body.replace("  start_lead_s: 0.25", f"  start_lead_s: 0.25\n  loop: {text}")
+    cfg = tmp_path / "alias.yaml"
+    cfg.write_text(body)
+    out = subprocess.run([sys.executable, "-m", "mj_manipulator_ros.cli", "execute",
+                          str(share_dir() / "config/plans/openarm_crossing.yaml"),
+                          "--config", str(cfg)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and where in out.stderr, out.stderr[-2000:]
+    assert "refers to a node that contains it" in out.stderr
+
+
+def test_a_self_referencing_plan_is_bad_input(tmp_path) -> None:
+    from mj_manipulator_ros.core.errors import PlanError
+    from mj_manipulator_ros.core.plan_io import load_plan
+
+    path = tmp_path / "plan.yaml"
+    path.write_text("arms:\n  left: &l\n    joint_names: [a]\n    points: [*l]\n")
+    with pytest.raises(PlanError, match=r"plan\.arms\.left\.points\[0\]: refers to a node"):
+        load_plan(path)

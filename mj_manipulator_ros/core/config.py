@@ -27,7 +27,7 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from mj_manipulator_ros.core.errors import ConfigError
-from mj_manipulator_ros.core.schema import convert, from_mapping
+from mj_manipulator_ros.core.schema import check_acyclic, convert, from_mapping
 
 #: Top-level sections that other tools of this package read from the same file.
 OTHER_SECTIONS = ("sim", "scene", "hil")
@@ -273,6 +273,7 @@ def load_config(path: str | Path) -> ExecutorConfig:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     try:
+        check_acyclic(data, "config")
         from mj_manipulator_ros.core.param_file import from_parameter_file, is_parameter_file
         if is_parameter_file(data):
             data = from_parameter_file(data)

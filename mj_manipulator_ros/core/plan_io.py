@@ -18,8 +18,9 @@ from typing import Any, Mapping
 
 import yaml
 
-from mj_manipulator_ros.core.errors import PlanError
+from mj_manipulator_ros.core.errors import ConfigError, PlanError
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.schema import check_acyclic
 
 
 def plan_from_mapping(data: Any, source: str = "plan") -> MultiArmPlan:
@@ -67,6 +68,10 @@ def load_plan(path: str | Path) -> MultiArmPlan:
         data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise PlanError(f"{path}: cannot parse: {exc}") from None
+    try:
+        check_acyclic(data, "plan")
+    except ConfigError as exc:
+        raise PlanError(f"{path}: {exc}") from None
     try:
         return plan_from_mapping(data, str(path))
     except PlanError as exc:

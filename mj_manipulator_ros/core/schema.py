@@ -114,3 +114,25 @@ def from_mapping(cls: type[T], data: Any, path: str) -> T:
         kwargs[name] = value
     return cls(**kwargs)
 
+
+
+def check_acyclic(data: Any, path: str) -> None:
+    """Refuse a structure that contains itself (a YAML alias to an enclosing node, e.g.
+    ``a: &x [*x]``): every later check would recurse into it or print it without end.
+
+    Raises:
+        ConfigError: naming the key path where the structure refers back to itself.
+    """
+    stack: list[tuple[Any, str, frozenset]] = [(data, path, frozenset())]
+    while stack:
+        node, where, enclosing = stack.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        if id(node) in enclosing:
+            raise ConfigError(f"{where}: refers to a node that contains it (a YAML alias to "
+                              "itself); expected a finite tree of values")
+        inner = enclosing | {id(node)}
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            sub = f"{where}[{key}]" if isinstance(node, list) else f"{where}.{key}"
+            stack.append((value, sub, inner))

@@ -20,7 +20,7 @@ from typing import Mapping, Optional, Union
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
-from mj_manipulator_ros.core.schema import from_mapping
+from mj_manipulator_ros.core.schema import convert, from_mapping
 
 
 @dataclass(frozen=True)
@@ -74,4 +74,5 @@ def scene_config(config: ExecutorConfig, required: bool = False) -> SceneConfig:
         raise ConfigError(f"scene.initial_positions: expected joint -> position, got {initial!r}")
     base = Path(config.source).resolve().parent if config.source else None
     return SceneConfig(scene.models, scene.timestep, scene.contact_gap, scene.option, scene.floor,
-                       {str(k): float(v) for k, v in initial.items()}, base)
+                       {str(k): convert(v, float, f"scene.initial_positions.{k}")
+                        for k, v in initial.items()}, base)
