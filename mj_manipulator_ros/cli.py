@@ -332,8 +332,26 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen pictures without a display
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    if ros_args:
+        if not hasattr(args, "ros_args"):
+            parser.error(f"{args.command} takes no --ros-args (the sim and execution-node "
+                         "subcommands do)")
+        args.ros_args = [*args.ros_args, *ros_args]
     return int(args.func(args))
+
+
+def split_ros_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the program's arguments, the ROS arguments): ROS arguments run from ``--ros-args`` to a
+    lone ``--`` or the end, anywhere after the subcommand, as ``ros2 run`` users type them."""
+    argv = list(argv)
+    if "--ros-args" not in argv:
+        return argv, []
+    start = argv.index("--ros-args")
+    end = argv.index("--", start) if "--" in argv[start:] else len(argv)
+    return argv[:start] + argv[end + 1:], argv[start:end]
 
 
 if __name__ == "__main__":

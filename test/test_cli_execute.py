@@ -147,3 +147,23 @@ def test_a_report_says_when_the_preflight_check_was_off(tmp_path, processes) -> 
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "pre-flight collision check OFF" in out.stdout
+
+
+def test_ros_args_after_the_subcommands_options(tmp_path, processes) -> None:
+    """``execution-node --config F --ros-args ...`` and ``sim --config F --ros-args ...``, as ROS
+    users type them (regression: 'unrecognized arguments: --ros-args'). The remap proves the
+    ROS arguments reached the node."""
+    from tiny_arm import tiny_mapping
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_mapping(tmp_path, sim={"real_time_factor": 1.0})))
+    node = processes([*CLI, "execution-node", "--config", str(cfg), "--ros-args",
+                      "-p", "start_lead_s:=0.3", "-r", "__node:=renamed_execution"])
+    processes.wait_for_line(node, "/renamed_execution/follow_joint_trajectory", timeout=60)
+    sim = processes([*CLI, "sim", "--config", str(cfg), "--ros-args", "-r",
+                     "__node:=renamed_sim"])
+    line = processes.wait_for_line(sim, "simulating arms", timeout=60)
+    assert "renamed_sim" in line, line
+    out = subprocess.run([*CLI, "selfcheck", "--ros-args", "-r", "x:=y"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "selfcheck takes no --ros-args" in out.stderr

@@ -20,6 +20,7 @@ from rclpy.executors import MultiThreadedExecutor
 from mj_manipulator_ros.check.preflight import preflight_for
 from mj_manipulator_ros.core import overrides
 from mj_manipulator_ros.core.config import ExecutionSettings
+from mj_manipulator_ros.core.errors import MjManipulatorError
 from mj_manipulator_ros.model.limits import load_config_with_model
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
@@ -52,12 +53,21 @@ def run_node(argv: list[str] | None = None, config_path: str | None = None) -> i
         node.destroy_node()
         ros.close()
         return 2
-    config = load_config_with_model(path)
-    given = {name: node.get_parameter(name).value for name in node_parameters() if name != "config"}
-    if node.get_parameter("use_sim_time").value:
-        given["use_sim_time"] = True
-    config = config.with_execution(**overrides.check(ExecutionSettings, given, "node parameter"))
-    executor = MultiArmExecutor(config, context=ros.context, preflight=preflight_for(config))
+    try:
+        config = load_config_with_model(path)
+        given = {name: node.get_parameter(name).value for name in node_parameters()
+                 if name != "config"}
+        if node.get_parameter("use_sim_time").value:
+            given["use_sim_time"] = True
+        config = config.with_execution(**overrides.check(ExecutionSettings, given,
+                                                         "node parameter"))
+        preflight = preflight_for(config)
+    except MjManipulatorError as exc:
+        node.get_logger().fatal(str(exc))
+        node.destroy_node()
+        ros.close()
+        return 2
+    executor = MultiArmExecutor(config, context=ros.context, preflight=preflight)
     server = CombinedTrajectoryServer(node, config, executor)
     spin = MultiThreadedExecutor(num_threads=4, context=ros.context)
     spin.add_node(node)
