@@ -131,3 +131,30 @@ def test_stage_7_full_speed_forced_and_recorded(tmp_path) -> None:
                      ("both_moving_overlap", True), ("tracking_error", True)}
     state = json.loads((tmp_path / "state.json").read_text())
     assert list(state.values())[0]["forced_stages"] == [7]
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_a_confirmation_prompt_after_a_stage_connected(tmp_path) -> None:
+    """Stage 1 connects to the simulated robot; at stage 2's typed confirmation the operator
+    presses Ctrl-C: the bring-up leaves at once (exit 130, recorded), stage 2 never runs
+    (regression: once a stage had connected, Ctrl-C at a prompt was swallowed and the prompt
+    waited on)."""
+    import os
+
+    asked = []
+
+    def ctrl_c_at_the_prompt(prompt: str) -> str:
+        asked.append(prompt)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5.0)          # an operator who types nothing; Ctrl-C must not wait for this
+        return "no"
+    said = []
+    code = run_hil(str(config_file("sim_openarm.yaml")), sim=True, yes=False, is_tty=True,
+                   through=2, ask=ctrl_c_at_the_prompt, results=str(tmp_path), say=said.append)
+    assert code == 130, "\n".join(said)   # (swallowed, the prompt's "no" gave 3: not run)
+    assert len(asked) == 1 and "stage 2" in asked[0]
+    run = only_run(tmp_path)
+    kinds = [e.get("event") for e in events(run)]
+    assert "interrupted" in kinds
+    assert not any(e.get("stage") == 2 and "name" in e for e in events(run)), "stage 2 ran"
+    assert "--- stage 2" not in "\n".join(said)

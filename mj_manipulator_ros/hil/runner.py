@@ -76,18 +76,24 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
     code = EXIT_OK
     previous = signal.getsignal(signal.SIGINT)
     interrupted = [False]
+    prompting = [False]   # at a confirmation prompt: nothing runs, Ctrl-C leaves at once
 
     def on_sigint(_signum, _frame):
         interrupted[0] = True
         if session is not None:
             session.interrupt()
-        else:
+        if session is None or prompting[0]:
             raise KeyboardInterrupt
     signal.signal(signal.SIGINT, on_sigint)
     try:
         for number in todo:
             st = protocol.stage(number)
-            if st.moves and not confirm(st, protocol, sim, yes, is_tty, ask, say):
+            prompting[0] = True
+            try:
+                go = not st.moves or confirm(st, protocol, sim, yes, is_tty, ask, say)
+            finally:
+                prompting[0] = False
+            if not go:
                 record.event("refused", stage=number, reason="no confirmation")
                 ran.append((number, st.name, "not run: no confirmation"))
                 code = EXIT_NOT_RUN
@@ -140,7 +146,9 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
             say(f"hil: error: {type(exc).__name__}: {exc}")
             code = EXIT_FAILED
     except KeyboardInterrupt:
-        record.event("interrupted", detail="Ctrl-C before any motion")
+        record.event("interrupted", detail="Ctrl-C with no motion running (before a stage or "
+                                           "at its confirmation prompt)")
+        say("hil: interrupted; no motion was running")
         code = EXIT_INTERRUPTED
     finally:
         signal.signal(signal.SIGINT, previous)
