@@ -104,6 +104,8 @@ class MultiArmExecutor:
         self._watch: ExecutionWatch | None = None  # the running execution's watch
         self._running: tuple | None = None          # (plan, runs, plan clock, scope) while it runs
         self._last_fresh_tick: float | None = None  # monotonic time of the last freshness check
+        self._retime_stamp: float | None = None     # the latest stamp sent (start or re-timing)
+        self._deferred_speed: float | None = None   # a speed kept until that stamp has passed
         self._retime_lock = threading.Lock()        # one speed change at a time
         self.on_feedback: FeedbackHook | None = None
         #: name -> text kept in every recorded bag besides plan, config and report (entry points
@@ -318,7 +320,7 @@ class MultiArmExecutor:
             self._last_fresh_tick = None
             self._wait(finished, threads, scope, lambda: started + join_budget(
                 s, plan.duration / (clock.slowest if clock is not None else 1.0)),
-                tick=(lambda: self._check_fresh(runs, scope)) if stamp is not None else None)
+                tick=(lambda: self._on_tick(runs, scope)) if stamp is not None else None)
         finally:
             self.monitor.listener = None
             self._watch = None
@@ -351,6 +353,13 @@ class MultiArmExecutor:
         one plan time between them. Returns False when nothing is running (or the plan will be
         over by the new stamp).
 
+        One re-timing at a time: a request made while the previous one (or the start) has not
+        reached its stamp is kept, the latest winning, and applied once it has. A controller
+        restarts the move to a preempting goal from its *measured* state (JTC does), so goals
+        preempted faster than they start leave the arms behind the plan, by their servo lag at
+        every preemption (0.2 s after 20 changes 50 ms apart, then a catch-up faster than the
+        plan): coalescing keeps the arms on the plan's clock.
+
         Raises:
             PlanCostError (a ValueError): ``factor`` not in [``min_speed_factor``, 1].
         """
@@ -359,17 +368,39 @@ class MultiArmExecutor:
             running = self._running
         if running is None:
             return False
-        plan, runs, clock, scope = running
         with self._retime_lock:
-            now_ns = self._clock_node.get_clock().now().nanoseconds
-            stamp = StartStamp.after(now_ns, self.config.execution.start_lead_s)
-            t0 = clock.plan_time(stamp.seconds)
-            if scope.canceled or t0 >= plan.duration - 1e-3:
-                return False
-            clock.retime(stamp.seconds, factor)
-            for arm, run in runs.items():
-                run.request_retime(remainder(plan[arm], max(t0, 0.0), factor), stamp)
+            if self._retime_stamp is not None and self.now() < self._retime_stamp:
+                self._deferred_speed = factor   # applied at the tick after that stamp
+                return True
+            self._deferred_speed = None
+            return self._retime(running, factor)
+
+    def _retime(self, running: tuple, factor: float) -> bool:
+        """Send every arm the rest of its plan at ``factor`` from a new shared stamp (the
+        caller holds the re-timing lock)."""
+        plan, runs, clock, scope = running
+        now_ns = self._clock_node.get_clock().now().nanoseconds
+        stamp = StartStamp.after(now_ns, self.config.execution.start_lead_s)
+        t0 = clock.plan_time(stamp.seconds)
+        if scope.canceled or t0 >= plan.duration - 1e-3:
+            return False
+        clock.retime(stamp.seconds, factor)
+        self._retime_stamp = stamp.seconds
+        for arm, run in runs.items():
+            run.request_retime(remainder(plan[arm], max(t0, 0.0), factor), stamp)
         return True
+
+    def _apply_deferred_speed(self) -> None:
+        """A speed request kept while a re-timing was in flight, once that one has started."""
+        with self._scope_lock:
+            running = self._running
+        with self._retime_lock:
+            factor = self._deferred_speed
+            if factor is None or running is None or self._retime_stamp is None or \
+                    self.now() < self._retime_stamp:
+                return
+            self._deferred_speed = None
+            self._retime(running, factor)
 
     def _start_watch(self, plan: MultiArmPlan, stamp: StartStamp, scope: CancelScope,
                      runs: Mapping[str, ArmRun]) -> None:
@@ -378,6 +409,8 @@ class MultiArmExecutor:
         watch = self._watch  # built before the stamp (sampling the plan is off its path)
         watch.set_start(stamp.seconds, self.monitor.received(
             [j for arm in plan.arm_names for j in plan[arm].joint_names]))
+        with self._retime_lock:
+            self._retime_stamp, self._deferred_speed = stamp.seconds, None
         with self._scope_lock:
             self._running = (plan, runs, watch.clock, scope)
 
@@ -395,6 +428,11 @@ class MultiArmExecutor:
         for arm, run in runs.items():
             if run.out.result_at is not None:
                 watch.done.add(arm)
+
+    def _on_tick(self, runs: Mapping[str, ArmRun], scope: CancelScope) -> None:
+        """Every ``WATCH_TICK_S`` while an execution runs (the calling thread)."""
+        self._check_fresh(runs, scope)
+        self._apply_deferred_speed()
 
     def _check_fresh(self, runs: Mapping[str, ArmRun], scope: CancelScope) -> None:
         """The watch's freshness check (no message reports that messages stopped), on this
@@ -444,7 +482,7 @@ class MultiArmExecutor:
         ``Thread.join`` (after a KeyboardInterrupt inside ``join``, CPython may report a running
         thread as finished: bpo-21822). A KeyboardInterrupt that still arrives (a caller's own
         SIGINT handler raising it) cancels every arm and the wait goes on. ``tick`` runs every
-        ``WATCH_TICK_S`` meanwhile (the watch's freshness check)."""
+        ``WATCH_TICK_S`` meanwhile (the watch's freshness check, a deferred speed change)."""
         step = 1.0 if tick is None else WATCH_TICK_S
         while True:
             try:  # the deadline moves when the speed changes: re-read it every step
