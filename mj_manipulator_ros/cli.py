@@ -1,7 +1,8 @@
 """``mj-manipulator-ros``: the command-line entry point; one subcommand per tool.
 
 Exit codes: 0 success; 1 the operation ran and failed (or found a collision); 2 bad input
-(configuration, plan or arguments), nothing moved; 130 interrupted by Ctrl-C (arms stopped).
+(configuration, plan or arguments), nothing moved; 4 the run succeeded but its record could not
+be written whole (the report is saved elsewhere); 130 interrupted by Ctrl-C (arms stopped).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import argparse
 import sys
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: ``execute --record``: every arm succeeded, but the bag could not be written whole
+EXIT_RECORD_FAILED = 4
 
 
 def _selfcheck(_args: argparse.Namespace) -> int:
@@ -26,7 +29,7 @@ def _execute(args: argparse.Namespace) -> int:
     from mj_manipulator_ros.check.preflight import preflight_for
     from mj_manipulator_ros.core import overrides
     from mj_manipulator_ros.core.config import ExecutionSettings
-    from mj_manipulator_ros.core.errors import MjManipulatorError, PlanError
+    from mj_manipulator_ros.core.errors import ConfigError, MjManipulatorError, PlanError
     from mj_manipulator_ros.core.plan_io import load_plan
     from mj_manipulator_ros.core.sync import INTERRUPTED, CancelScope, FailureReason, interrupts_cancel
     from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
@@ -63,8 +66,8 @@ def _execute(args: argparse.Namespace) -> int:
         try:
             report = executor.execute(plan, record=args.record, scope=scope,
                                       approach=args.approach)
-        except PlanError as exc:  # e.g. not at the plan's start: nothing was sent
-            print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
+        except (PlanError, ConfigError) as exc:  # not at the plan's start, no room for the
+            print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)   # bag: nothing sent
             return EXIT_BAD_INPUT
         except MjManipulatorError as exc:  # refused (pre-flight, clocks): nothing was sent
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
@@ -72,16 +75,34 @@ def _execute(args: argparse.Namespace) -> int:
         finally:
             executor.close()
         print(report.to_json() if args.json else report.summary(), flush=True)
+        if report.record_error is not None:
+            _save_report_elsewhere(report)
         # every arm has stopped and the report is out: from here the process only exits, and a
         # late Ctrl-C must not turn the exit status into "killed by SIGINT"
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
     if report.succeeded:
-        return EXIT_OK
+        return EXIT_OK if report.record_error is None else EXIT_RECORD_FAILED
     f = report.first_failure
     if f is not None and f.reason is FailureReason.EXTERNAL_ABORT and f.error_string == INTERRUPTED:
         return EXIT_INTERRUPTED
     return EXIT_FAILED
+
+
+def _save_report_elsewhere(report) -> None:
+    """The record failed (a full disk): keep the report in the temporary directory too."""
+    import tempfile
+    import time
+    from pathlib import Path
+
+    path = Path(tempfile.gettempdir()) / f"mj_manipulator_report_{time.strftime('%Y%m%dT%H%M%S')}.json"
+    try:
+        path.write_text(report.to_json())
+        print(f"mj-manipulator-ros execute: the record failed; report saved to {path}",
+              file=sys.stderr)
+    except OSError as exc:
+        print(f"mj-manipulator-ros execute: the record failed, and so did saving the report to "
+              f"{path} ({exc.strerror}); it is printed above", file=sys.stderr)
 
 
 def _demo(args: argparse.Namespace) -> int:

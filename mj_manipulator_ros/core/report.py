@@ -73,6 +73,10 @@ class ExecutionReport:
     arms: Mapping[str, ArmReport] = field(default_factory=dict)
     #: whether the pre-flight collision check certified the plan (None: not said)
     preflight_checked: Optional[bool] = None
+    #: the bag of this run (None: not recorded) and, when writing it failed, why (the run went
+    #: on; the bag holds what was written before the failure)
+    record_path: Optional[str] = None
+    record_error: Optional[str] = None
 
     @property
     def succeeded(self) -> bool:
@@ -86,7 +90,8 @@ class ExecutionReport:
         return {"status": self.status.value, "start_stamp": self.start_stamp,
                 "first_failure": None if self.first_failure is None else self.first_failure.to_dict(),
                 "arms": {a: r.to_dict() for a, r in self.arms.items()},
-                "preflight_checked": self.preflight_checked}
+                "preflight_checked": self.preflight_checked,
+                "record_path": self.record_path, "record_error": self.record_error}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -98,7 +103,7 @@ class ExecutionReport:
             ff["arm"], FailureReason(ff["reason"]), ff["error_code"], ff["error_string"])
         return cls(ExecutionStatus(d["status"]), d["start_stamp"], failure,
                    {a: ArmReport.from_dict(r) for a, r in d["arms"].items()},
-                   d.get("preflight_checked"))
+                   d.get("preflight_checked"), d.get("record_path"), d.get("record_error"))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
@@ -112,6 +117,9 @@ class ExecutionReport:
             lines.append(f"  first failure: {f.arm or 'external'}: {f.reason.value}"
                          + (f" (error_code {f.error_code})" if f.error_code is not None else "")
                          + (f": {f.error_string}" if f.error_string else ""))
+        if self.record_error is not None:
+            lines.append(f"  RECORD FAILED: {self.record_error} (the run went on; {self.record_path} "
+                         "holds what was written before the failure)")
         for arm, r in self.arms.items():
             extra = "" if r.stop_confirmed else "  <-- STOP NOT CONFIRMED: the arm may be moving"
             watched = ""

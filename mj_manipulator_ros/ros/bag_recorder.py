@@ -21,6 +21,10 @@ Topics (see docs/files.md):
 - ``/mj_manipulator/events`` (rcl_interfaces/msg/Log): the executor's events (start stamp, goals
   sent and accepted, the first failure, cancels, stop confirmations, results).
 
+A full disk never stops the run: recording stops (the reason kept in :attr:`BagRecorder.error`)
+when the free space falls below ``FREE_FLOOR_BYTES`` or a write fails, and at close a reserve
+file released for it lets the bag be finished, readable up to there.
+
 Artifacts (plan, configuration, execution report, scene XML, physics step) go into the bag's
 ``custom_data`` (``metadata.yaml``, and the MCAP ``rosbag2`` metadata record, so the ``.mcap``
 file alone carries them too).
@@ -28,6 +32,7 @@ file alone carries them too).
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -48,6 +53,16 @@ from mj_manipulator_ros.ros.bag_types import BagTypes
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
 EVENTS_TOPIC = "/mj_manipulator/events"
+#: the MCAP writer's chunk: messages are kept in memory and written this many bytes at a time
+CHUNK_BYTES = 1 << 20
+#: bytes kept in the bag directory while recording (a file released at close), so that a bag
+#: whose disk filled up can still be closed: its last chunk, summary and metadata.yaml written
+RESERVE_BYTES = CHUNK_BYTES + (512 << 10)
+RESERVE_NAME = ".space_reserve"
+#: recording stops (an error, never the run) when the disk's free space falls below this
+FREE_FLOOR_BYTES = CHUNK_BYTES + (256 << 10)
+#: how often the free space is looked at while writing, s
+FREE_CHECK_S = 0.25
 FEEDBACK = FollowJointTrajectory.Impl.FeedbackMessage
 TYPE_NAMES = {JointState: "sensor_msgs/msg/JointState", Clock: "rosgraph_msgs/msg/Clock",
               GoalStatusArray: "action_msgs/msg/GoalStatusArray", Log: "rcl_interfaces/msg/Log",
@@ -84,7 +99,11 @@ class BagRecorder:
         if self.path.exists():
             raise ConfigError(f"record: {self.path} exists; a bag is never overwritten (choose a "
                               "new directory)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"record: cannot create the bag directory {self.path}: "
+                              f"{exc.strerror} ({exc.filename})") from None
         types = BagTypes.shared()
         topics, written = list(topics), list(written)
         specs = {}
@@ -92,9 +111,18 @@ class BagRecorder:
             name = TYPE_NAMES[cls]
             specs.setdefault(topic, (name, types.msgdef(name), types.rihs01(name)))
         self._writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
-        self._writer.open()
+        try:
+            self._writer.open()
+            self._reserve = self.path / RESERVE_NAME
+            self._reserve.write_bytes(b"\0" * RESERVE_BYTES)
+        except OSError as exc:
+            raise ConfigError(f"record: cannot write the bag {self.path}: {exc.strerror}") from None
         self._lock = threading.Lock()
         self._closed = False
+        #: the first write or close failure (the recording stops there; the bag keeps what was
+        #: written before it); None while every write succeeded
+        self.error: Optional[str] = None
+        self._next_free_check = 0.0
         self._connections = {topic: self._writer.add_connection(topic, name, msgdef=msgdef,
                                                                 rihs01=rihs01)
                              for topic, (name, msgdef, rihs01) in specs.items()}
@@ -117,9 +145,22 @@ class BagRecorder:
 
     def _write_bytes(self, topic: str, data: bytes, log_time_ns: int) -> None:
         with self._lock:
-            if self._closed:
+            if self._closed or self.error is not None:
                 return
-            self._writer.write(self._connections[topic], int(log_time_ns), bytes(data))
+            now = time.monotonic()
+            if now >= self._next_free_check:
+                self._next_free_check = now + FREE_CHECK_S
+                free = shutil.disk_usage(self.path).free
+                if free < FREE_FLOOR_BYTES:
+                    self.error = (f"recording stopped: the disk's free space fell to "
+                                  f"{free / 1e6:.2f} MB (No space left on device soon; "
+                                  f"{FREE_FLOOR_BYTES / 1e6:.2f} MB kept to close the bag)")
+                    return
+            try:
+                self._writer.write(self._connections[topic], int(log_time_ns), bytes(data))
+            except OSError as exc:  # a full disk: stop recording, never the caller
+                self.error = f"writing {topic} failed: {exc.strerror or exc}"
+                return
             self.counts[topic] += 1
 
     def write(self, topic: str, msg, log_time_ns: Optional[int] = None) -> None:
@@ -152,7 +193,14 @@ class BagRecorder:
         self._node.destroy_node()
         with self._lock:
             self._closed = True
-            for name, text in self._artifacts.items():
-                self._writer.set_custom_data(name, text)
-            self._writer.close()
+            try:   # the reserve makes room for the MCAP summary and metadata.yaml
+                self._reserve.unlink(missing_ok=True)
+            except OSError:
+                pass
+            try:
+                for name, text in self._artifacts.items():
+                    self._writer.set_custom_data(name, text)
+                self._writer.close()
+            except OSError as exc:
+                self.error = self.error or f"closing the bag failed: {exc.strerror or exc}"
         return self.path

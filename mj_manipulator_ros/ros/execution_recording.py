@@ -9,6 +9,7 @@ the time it happened, and the report itself. Nothing is added to the arm threads
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Mapping, Optional
@@ -16,14 +17,81 @@ from typing import Mapping, Optional
 import yaml
 from control_msgs.action import FollowJointTrajectory
 from rcl_interfaces.msg import Log
+from rclpy.serialization import serialize_message
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import plan_to_mapping
 from mj_manipulator_ros.core.report import ExecutionReport
-from mj_manipulator_ros.ros.bag_recorder import BagRecorder, arm_topics, goal_topic
+from mj_manipulator_ros.ros.bag_recorder import RESERVE_BYTES, BagRecorder, arm_topics, goal_topic
+
+
+#: feedback messages per second assumed per arm for the size estimate (JTC publishes at its
+#: action_monitor_rate, 20 Hz by default; the simulator at sim.feedback_rate_hz)
+FEEDBACK_HZ = 50.0
+#: joint-state messages per second assumed when none could be measured
+JOINT_STATE_HZ = 500.0
+#: bytes MCAP adds per message (record header, chunk index share)
+PER_MESSAGE_BYTES = 48
+
+
+def expected_bytes(config: ExecutorConfig, plan: MultiArmPlan, joint_state_hz: float,
+                   artifacts: Mapping[str, str]) -> tuple[int, str]:
+    """An upper estimate of a run's bag, bytes, and the figures it rests on (said in a
+    refusal): the longest the run may last (lead + duration x timeout_scaling + margin), joint
+    states at the measured rate (at least ``JOINT_STATE_HZ`` when none was measured), feedback
+    at ``FEEDBACK_HZ`` per arm, each message at its serialized size for these arms' joints,
+    twice over, plus the artifacts (kept twice: metadata.yaml and the MCAP record)."""
+    s = config.execution
+    seconds = s.start_lead_s + plan.duration * s.timeout_scaling + s.timeout_margin_s
+    joints = [j for a in config.arms for j in a.joint_names]
+    zeros = [0.0] * len(joints)
+    js = len(serialize_message(JointState(name=joints, position=zeros, velocity=zeros,
+                                          effort=zeros))) + PER_MESSAGE_BYTES
+    hz = joint_state_hz if joint_state_hz > 0 else JOINT_STATE_HZ
+    fb = 0
+    for arm in plan.arm_names:
+        names = list(config.arm(arm).joint_names)
+        z = [0.0] * len(names)
+        point = JointTrajectoryPoint(positions=z, velocities=z, accelerations=z)
+        msg = FollowJointTrajectory.Impl.FeedbackMessage()
+        msg.feedback.joint_names = names
+        msg.feedback.desired = msg.feedback.actual = msg.feedback.error = point
+        fb += len(serialize_message(msg)) + PER_MESSAGE_BYTES
+    per_second = hz * js + FEEDBACK_HZ * fb
+    goals = 4 * sum(plan[a].positions.size * 8 * 3 for a in plan.arm_names)
+    kept = 2 * sum(len(t.encode()) for t in artifacts.values()) + 2 * len(
+        yaml.safe_dump(plan_to_mapping(plan)).encode())
+    total = int(2 * seconds * per_second + goals + kept + RESERVE_BYTES + 65536)
+    how = (f"{seconds:.1f} s at most; joint states {hz:.0f}/s x {js} B, feedback "
+           f"{FEEDBACK_HZ:.0f}/s per arm, {fb} B for all arms; twice that, plus "
+           f"{(kept + goals) / 1e6:.2f} MB of plan, goals, config and scene")
+    return total, how
+
+
+def check_record_space(path: str | Path, needed: int, how: str) -> None:
+    """Refuse, before anything moves, a bag that will not fit where it is to be written.
+
+    Raises:
+        ConfigError: the filesystem has less free space than ``needed`` (bytes), or the path
+            cannot hold a directory (naming both figures, or the path part that is a file).
+    """
+    path = Path(path)
+    existing = path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"record: {path}: {existing} is a file, not a directory")
+    free = shutil.disk_usage(existing).free
+    if free < needed:
+        raise ConfigError(
+            f"record: this run's bag needs about {needed / 1e6:.2f} MB ({how}); the filesystem of "
+            f"{existing} has {free / 1e6:.2f} MB free. Free space or record elsewhere "
+            "(nothing was sent)")
 
 
 def config_text(config: ExecutorConfig) -> str:
@@ -113,3 +181,8 @@ class ExecutionRecording:
     def abandon(self) -> None:
         """Close the bag without an execution (nothing ran)."""
         self.bag.close()
+
+    @property
+    def error(self) -> Optional[str]:
+        """The first write or close failure, else None."""
+        return self.bag.error

@@ -197,6 +197,8 @@ class MultiArmExecutor:
         Raises:
             PlanError: the plan is invalid, or (StartStateError) an arm is not where it starts
                 (nothing was sent).
+            ConfigError: ``record`` cannot hold this run's bag (too little free space, or a
+                path through a file): nothing was sent.
             ExecutionRefusedError: the pre-flight check refused the plan, a controller's clock
                 is too far off (ClockOffsetError), or the executor is closed or has an arm thread
                 that never ended (nothing was sent).
@@ -238,14 +240,18 @@ class MultiArmExecutor:
 
     def _execute_recorded(self, plan: MultiArmPlan, scope: CancelScope,
                           tolerances: Mapping[str, GoalTolerances], path) -> ExecutionReport:
-        from mj_manipulator_ros.ros.execution_recording import ExecutionRecording
+        from mj_manipulator_ros.ros.execution_recording import (
+            ExecutionRecording, check_record_space, expected_bytes)
 
+        joints = [j for a in plan.arm_names for j in self.config.arm(a).joint_names]
+        needed, how = expected_bytes(self.config, plan, self.monitor.rate(joints),
+                                     self.record_artifacts)
+        check_record_space(path, needed, how)  # refused here: nothing was sent
         recording = ExecutionRecording(path, self._clock_node.context, self.config, plan,
                                        self.record_artifacts)
         report = None
         try:
             report = self._execute(plan, scope, tolerances)
-            return report
         finally:
             if report is None:
                 recording.abandon()
@@ -254,6 +260,8 @@ class MultiArmExecutor:
                 if scope.canceled_at_monotonic is not None:
                     failed_at = self.now() - (time.monotonic() - scope.canceled_at_monotonic)
                 recording.finish(report, self._last_runs, self.now(), failed_at)
+        # a record that failed never stopped the arms; the report says so
+        return dataclasses.replace(report, record_path=str(path), record_error=recording.error)
 
     def _approach(self, plan: MultiArmPlan, scope: CancelScope) -> ExecutionReport | None:
         """Move the arms that are not at the plan's start there. Returns None when the plan may

@@ -110,6 +110,14 @@ class JointStateMonitor:
             return None
         return -float(min(d for _, d in rows))
 
+    def rate(self, joints: Sequence[str]) -> float:
+        """Messages per second carrying any of ``joints``, over the last ``window_s``."""
+        now = self._now()
+        with self._cond:
+            times = {r for j in joints for (r, _) in self._diffs.get(j, ())
+                     if now - r <= self._window_s}
+        return len(times) / self._window_s
+
     def now(self) -> float:
         return self._now()
 
