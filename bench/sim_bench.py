@@ -9,7 +9,11 @@
    reference leaves the plan's first point), and each onset's lateness after the start stamp.
    Target: skew <= 1 control period (2 ms at 500 Hz).
 
-Usage: python bench/sim_bench.py [--executions 100]
+3. Timekeeping on a loaded machine: the simulator process beside 0-3 busy loops, with and
+   without the physics thread's SCHED_FIFO request: worst stall, worst lag, achieved real-time
+   factor (``loaded``).
+
+Usage: python bench/sim_bench.py [--executions 100] [--loaded-only]
 """
 
 from __future__ import annotations
@@ -162,14 +166,77 @@ def start_skew(executions: int) -> dict:
             "note": "both arms run in one physics thread; onsets are control-cycle times"}
 
 
+_LOADED_CHILD = r"""
+import json, sys, time
+from mj_manipulator_ros.core.config import load_config
+from mj_manipulator_ros.core.plan_io import load_plan
+from mj_manipulator_ros.resources import config_file, share_dir
+from mj_manipulator_ros.sim.sim_config import sim_config
+from mj_manipulator_ros.sim.sim_node import SimNode
+import dataclasses
+sys.path.insert(0, sys.argv[3])
+from sim_bench import _submit_plan
+cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
+cfg = dataclasses.replace(cfg, sim=dataclasses.replace(cfg.sim, thread_priority=int(sys.argv[1]),
+                                                       max_lag_s=0.0))
+plan = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
+sim = SimNode(cfg).start()
+time.sleep(1.0)
+_submit_plan(sim.shared, plan, cfg.sim.tolerances, sim.shared.controller_time() + 0.1)
+time.sleep(float(sys.argv[2]))
+h = sim.shared.health()
+sim.close()
+print(json.dumps(dataclasses.asdict(h)))
+"""
+
+
+def loaded(busy: tuple[int, ...] = (0, 1, 2, 3), seconds: float = 6.0) -> list[dict]:
+    """The simulator process (OpenArm pair, system clock, real time, publishing joint states,
+    following the crossing plan) beside ``n`` busy loops (pure-Python ``while True: pass``
+    processes), with and without the SCHED_FIFO request: worst stall between control cycles,
+    worst lag behind real time, achieved real-time factor over the last second, each after
+    ``seconds`` s of motion. The busy loops are ended with the run."""
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rows = []
+    for n in busy:
+        for prio in (0, 50):
+            loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                     for _ in range(n)]
+            try:
+                out = subprocess.run([sys.executable, "-c", _LOADED_CHILD, str(prio),
+                                      str(seconds), here], capture_output=True, text=True,
+                                     timeout=120 + seconds)
+            finally:
+                for p in loops:
+                    p.kill()
+                    p.wait(10)
+            health = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append({"busy_loops": n, "thread_priority": prio,
+                         "scheduling": health["scheduling"],
+                         "worst_stall_ms": round(health["worst_stall_s"] * 1e3, 1),
+                         "worst_lag_ms": round(health["worst_lag_s"] * 1e3, 1),
+                         "achieved_real_time_factor": round(health["real_time_factor"], 3)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--executions", type=int, default=100)
+    parser.add_argument("--loaded-only", action="store_true",
+                        help="only the loaded-machine timekeeping rows")
     args = parser.parse_args()
+    rows = loaded()
+    if args.loaded_only:
+        print(json.dumps({"benchmark": "simulator", "cpus": os.cpu_count(), "loaded": rows},
+                         indent=2))
+        return
     skew = start_skew(args.executions)   # before pinning to one core
     rtf = real_time_factor()
     print(json.dumps({"benchmark": "simulator", "cpus": os.cpu_count(), "real_time_factor": rtf,
-                      "start_skew": skew}, indent=2))
+                      "start_skew": skew, "loaded": rows}, indent=2))
 
 
 if __name__ == "__main__":

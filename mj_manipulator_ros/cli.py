@@ -108,13 +108,16 @@ def _save_report_elsewhere(report) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mj_manipulator_ros.apps.demo import run_demo, summary
+    from mj_manipulator_ros.apps.demo import DemoError, run_demo, summary
     from mj_manipulator_ros.core.errors import MjManipulatorError
 
     try:
         doc = run_demo(Path(args.config) if args.config else None,
                        Path(args.plan) if args.plan else None, Path(args.out), args.speed,
                        args.view, args.controller)
+    except DemoError as exc:
+        print(f"mj-manipulator-ros demo: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except MjManipulatorError as exc:
         print(f"mj-manipulator-ros demo: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -21,7 +21,8 @@ def test_demo_runs_the_crossing_plan_synchronized(tmp_path, monkeypatch) -> None
     doc = run_demo(out=out)
     assert json.loads(out.read_text()) == json.loads(json.dumps(doc))
     assert set(doc) == {"start_stamp", "start_skew_s", "arms", "execution", "replay",
-                        "scene_xml", "physics_step", "bag"}
+                        "scene_xml", "physics_step", "bag", "simulator"}
+    assert "control cycles" in doc["simulator"]
     # the composed scene is kept beside the report and loads on its own
     scene = mujoco.MjModel.from_xml_path(str(tmp_path / doc["scene_xml"]))
     assert scene.opt.timestep == doc["physics_step"]["timestep_s"] == 0.002
@@ -63,3 +64,40 @@ def test_demo_in_torque_mode_from_the_command_line(tmp_path) -> None:
     assert doc["start_skew_s"] <= 0.002 + 1e-9
     for arm in ("left", "right"):
         assert doc["arms"][arm]["max_tracking_error_rad"] < 0.02  # the servos: about 0.02
+
+
+def test_a_failed_demo_says_why_never_a_traceback(tmp_path) -> None:
+    """The right arm's controller aborts 1 s into the plan (an injected fault): the demo prints
+    the failure with its reason and every figure ("not measured" where there is none) and exits
+    1 (regression: a failure crashed the summary with TypeError on a None figure)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from mj_manipulator_ros.resources import config_file
+
+    data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
+    data["sim"]["faults"] = {"right": {"abort_after_s": 1.0}}
+    cfg = tmp_path / "faulted.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    cli = str(Path(sys.executable).with_name("mj-manipulator-ros"))
+    out = subprocess.run([cli, "demo", "--config", str(cfg), "--out",
+                          str(tmp_path / "demo_report.json")], capture_output=True, text=True,
+                         timeout=240, cwd=tmp_path)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert "execution: failed" in out.stdout
+    assert "first failure: right: aborted: injected fault: abort 1.0 s after the start" in out.stdout
+
+
+def test_the_summary_says_not_measured_for_missing_figures() -> None:
+    doc = {"execution": {"status": "failed", "first_failure": {
+               "arm": "right", "reason": "late_acceptance", "error_code": None,
+               "error_string": "goal accepted 95.6 ms after the start stamp"}},
+           "arms": {"right": {"status": "not_sent", "motion_onset_s": None,
+                              "max_tracking_error_rad": None, "final_error_rad": None}},
+           "start_skew_s": None, "replay": {}}
+    text = summary(doc)
+    assert "right: late_acceptance: goal accepted 95.6 ms" in text
+    assert text.count("not measured") == 4

@@ -40,6 +40,7 @@ from rclpy.action import ActionClient
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from trajectory_msgs.msg import JointTrajectory
 
+from mj_manipulator_ros.core.errors import MjManipulatorError
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
 from mj_manipulator_ros.core.validation import check_speed_factor
@@ -69,6 +70,10 @@ def combined_trajectory(plan: MultiArmPlan) -> JointTrajectory:
                 point.velocities = list(point.velocities) + list(other.points[i].velocities)
         msg.points.append(point)
     return msg
+
+
+class DemoError(MjManipulatorError):
+    """The demo could not run its plan (no server, a rejection, no result)."""
 
 
 def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
@@ -103,7 +108,7 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
         try:
             with BackgroundSpinner(server_exec, "mjmr-demo-execution"):
                 if not client.wait_for_server(timeout_sec=20.0):
-                    raise RuntimeError(f"combined action {COMBINED_ACTION} not available")
+                    raise DemoError(f"combined action {COMBINED_ACTION} not available")
                 goal = FollowJointTrajectory.Goal(trajectory=combined_trajectory(plan))
                 print(f"demo: sending the crossing plan ({plan['left'].times.size} states, "
                       f"{plan.duration:.1f} s, {len(goal.trajectory.joint_names)} joints) to "
@@ -112,7 +117,8 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
                 client_exec.spin_until_future_complete(send, timeout_sec=20.0)
                 handle = send.result()
                 if handle is None or not handle.accepted:
-                    raise RuntimeError("the execution node rejected the crossing plan")
+                    raise DemoError("the execution node rejected the crossing plan (its log "
+                                    "above says why)")
                 result = handle.get_result_async()
                 deadline = time.monotonic() + plan.duration * 3 + 30
                 while not result.done() and time.monotonic() < deadline:
@@ -120,7 +126,7 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
                     if viewer is not None:
                         _sync_viewer(viewer, sim)
                 if not result.done():
-                    raise RuntimeError("no result from the execution node")
+                    raise DemoError("no result from the execution node")
         finally:
             if viewer is not None:
                 viewer.close()
@@ -145,7 +151,8 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
     doc = {"start_stamp": report.start_stamp, **physics,
            "bag": None if server.last_record is None else str(server.last_record),
            "start_skew_s": (max(onsets) - min(onsets)) if len(onsets) == len(arms) else None,
-           "arms": arms, "execution": report.to_dict(), "replay": replay}
+           "arms": arms, "execution": report.to_dict(), "replay": replay,
+           "simulator": sim.shared.health().summary()}
     out.write_text(json.dumps(doc, indent=2))
     return doc
 
@@ -188,15 +195,28 @@ def _sync_viewer(viewer, sim: SimNode) -> None:
     viewer.sync()
 
 
+def _figure(value, scale: float, fmt: str, unit: str) -> str:
+    """A measured figure, or "not measured" (never a None in a format string)."""
+    return "not measured" if value is None else f"{value * scale:{fmt}} {unit}"
+
+
 def summary(doc: dict) -> str:
-    lines = [f"execution: {doc['execution']['status']}"]
+    """What the demo did, failures first, every figure with its unit or "not measured"."""
+    execution = doc["execution"]
+    lines = [f"execution: {execution['status']}"]
+    failure = execution.get("first_failure")
+    if failure:
+        lines.append(f"  first failure: {failure['arm'] or 'external'}: {failure['reason']}"
+                     + (f": {failure['error_string']}" if failure.get("error_string") else ""))
     for arm, a in doc["arms"].items():
-        onset = "n/a" if a["motion_onset_s"] is None else f"{a['motion_onset_s'] * 1e3:.1f} ms"
-        lines.append(f"  {arm}: {a['status']}, motion onset {onset} after the stamp, max tracking "
-                     f"error {a['max_tracking_error_rad']:.4f} rad, final error "
-                     f"{a['final_error_rad']:.4f} rad")
-    if doc["start_skew_s"] is not None:
-        lines.append(f"start skew (motion onset, max - min): {doc['start_skew_s'] * 1e3:.2f} ms")
+        lines.append(f"  {arm}: {a['status']}, motion onset "
+                     f"{_figure(a['motion_onset_s'], 1e3, '.1f', 'ms')} after the stamp, max "
+                     f"tracking error {_figure(a['max_tracking_error_rad'], 1, '.4f', 'rad')}, "
+                     f"final error {_figure(a['final_error_rad'], 1, '.4f', 'rad')}")
+    lines.append(f"start skew (motion onset, max - min): "
+                 f"{_figure(doc['start_skew_s'], 1e3, '.2f', 'ms')}")
+    if doc.get("simulator"):
+        lines.append(f"simulator: {doc['simulator']}")
     for mode, r in doc.get("replay", {}).items():
         lines.append(f"replay {mode}: {r['colliding_states']} of {r['states_checked']} states "
                      "colliding")

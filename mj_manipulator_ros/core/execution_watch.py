@@ -186,19 +186,27 @@ class ExecutionWatch:
         is fresh, or the check is off."""
         if self.violation is not None or self.stale_after <= 0:
             return None
+        stale = {}
         for arm, joints in self.joints.items():
             if arm in self.done:
                 continue
             with np.errstate(invalid="ignore"):
                 age = now - self._received[arm]            # NaN: never reported
-                stale = np.flatnonzero(age > self.stale_after)
-            if stale.size:
-                names = [joints[k] for k in stale]
-                return self._trip(
-                    "joint_states_stale", arm, self.clock.plan_time(now),
-                    f"no joint state for {names} for {float(np.max(age[stale])) * 1e3:.0f} ms "
-                    f"(joint_state_timeout_s {self.stale_after:g}): the arm cannot be watched")
-        return None
+                over = np.flatnonzero(age > self.stale_after)
+            if over.size:
+                stale[arm] = ([joints[k] for k in over], float(np.max(age[over])))
+        if not stale:
+            return None
+        arm, (names, age) = next(iter(stale.items()))
+        watched = [a for a in self.joints if a not in self.done]
+        if len(watched) > 1 and set(stale) == set(watched):
+            text = (f"no joint state from any arm ({watched}) for {age * 1e3:.0f} ms "
+                    f"(joint_state_timeout_s {self.stale_after:g}): their common source stopped "
+                    "(a driver or simulator stalled or died, or the link is down)")
+        else:
+            text = (f"no joint state for {names} for {age * 1e3:.0f} ms (joint_state_timeout_s "
+                    f"{self.stale_after:g}): the arm cannot be watched")
+        return self._trip("joint_states_stale", arm, self.clock.plan_time(now), text)
 
     def _check_arm(self, arm: str) -> Optional[Violation]:
         """Tracking error of the arm's merged pose (each joint at its own stamp's plan time),

@@ -21,6 +21,9 @@ rates in simulated time, with a snapshot copied under the lock and the lock rele
 
 from __future__ import annotations
 
+import collections
+import errno
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -33,6 +36,7 @@ from mj_manipulator_ros.model.scene import Scene
 from mj_manipulator_ros.model.twin_model import ExchangeChoice
 from mj_manipulator_ros.sim.controllers import SimulatedController, make_controller
 from mj_manipulator_ros.sim.cosim import CoSim, build_cosim
+from mj_manipulator_ros.sim.sim_clock import SimClock, SimHealth
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig, SimSettings
 
 
@@ -52,21 +56,26 @@ class Snapshot:
     arms: dict[str, ArmState]
 
 
+#: with use_sim_time, a pacing deficit beyond this (s) is dropped: physics is the clock
+PACING_SLACK_S = 0.5
+
+
 class SharedModel:
     """Args:
         scene: the compiled scene with its arms.
         settings: the ``sim`` section (control rate, pacing, each arm's controller and faults).
-        clock: the controllers' clock (s) given the sim time; default: sim time itself
-            (use_sim_time). For real-time operation pass ``lambda _t: time.time()``.
+        clock: the controllers' clock given the physics time (``sim/sim_clock.py``); default:
+            physics time itself (use_sim_time).
     """
 
     def __init__(self, scene: Scene, settings: SimSettings = SimSettings(),
-                 clock: Optional[Callable[[float], float]] = None) -> None:
+                 clock: Optional[SimClock] = None) -> None:
         self.scene = scene
         self.model = scene.model
         self.data = scene.initial_data()
         self.lock = threading.Lock()
-        self._clock = clock or (lambda sim_time: sim_time)
+        self.clock = clock or SimClock(settings.real_time_factor, use_sim_time=True)
+        self._clock = self.clock
         self.settings = settings
         self.control_period = 1.0 / settings.control_rate_hz
         self.steps_per_cycle = max(1, int(round(self.control_period / self.model.opt.timestep)))
@@ -85,6 +94,11 @@ class SharedModel:
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
         self.cycles = 0
+        #: called as on_event(level, text) from the physics thread (a logger: "warn", "error",
+        #: "info"); must be quick
+        self.on_event: Callable[[str, str], None] = lambda level, text: None
+        self._health = _HealthMeter(self.control_period)
+        self._scheduling = "not requested"
         self.cosim: Optional[CoSim] = None   # sim.physics cosim: the twin integrates the arms
         if settings.physics == "cosim":
             self.cosim = build_cosim(scene, settings, self.data)
@@ -98,8 +112,7 @@ class SharedModel:
         return self.scene.exchange
 
     @classmethod
-    def from_config(cls, config: SimConfig, clock: Optional[Callable[[float], float]] = None
-                    ) -> "SharedModel":
+    def from_config(cls, config: SimConfig, clock: Optional[SimClock] = None) -> "SharedModel":
         """The scene of ``config`` compiled for simulation, with its ``sim`` settings."""
         return cls(config.build_scene(), config.sim, clock)
 
@@ -181,21 +194,124 @@ class SharedModel:
         for _ in range(self.exchange.exchanges_per_cycle):
             self.cosim.exchange()
 
+    def health(self) -> SimHealth:
+        """The timekeeping so far (any thread)."""
+        return self._health.value(self.cycles, self._scheduling)
+
+    def _request_priority(self) -> None:
+        """SCHED_FIFO for this (the physics) thread, as ros2_control's controller manager asks
+        for its update thread; refused: one warning naming why."""
+        prio = self.settings.thread_priority
+        if prio <= 0 or self.real_time_factor <= 0 or self.clock.use_sim_time:
+            # on sim time physics is the clock: a thread that runs flat out at SCHED_FIFO (a
+            # real-time factor it cannot reach) would only starve this process's other threads
+            self._scheduling = "not requested" + (
+                " (sim time)" if prio > 0 and self.clock.use_sim_time else
+                " (unpaced)" if prio > 0 else "")
+            return
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+            self._scheduling = f"SCHED_FIFO {prio}"
+        except (AttributeError, OSError) as exc:
+            why = "not Linux" if isinstance(exc, AttributeError) else (
+                "EPERM: no permission (root or CAP_SYS_NICE / rtprio in limits.conf)"
+                if getattr(exc, "errno", None) == errno.EPERM else str(exc))
+            self._scheduling = f"normal scheduling (SCHED_FIFO {prio} refused: {why})"
+            self.on_event("warn", f"physics thread: {self._scheduling}")
+
     def _loop(self) -> None:
-        wall0 = time.monotonic()
-        sim0 = float(self.data.time)
+        """Pace physics on the clock: wait while ahead of real time; while behind, run without
+        waiting (physics catches up; references follow physics, so no arm is blamed). Past
+        ``max_lag_s`` with a goal active: abort every active goal naming the simulator and the
+        lag; idle: re-anchor the clock and say so."""
+        self._request_priority()
+        clock, period = self.clock, self.control_period
+        clock.anchor(float(self.data.time))
+        max_lag = self.settings.max_lag_s
+        warned_at = -1.0
         try:
             while not self._stop.is_set():
                 snap = self.step_cycle()
-                if self.real_time_factor > 0:
-                    sim_time = snap.sim_time if snap else float(self.data.time)
-                    ahead = wall0 + (sim_time - sim0) / self.real_time_factor - time.monotonic()
-                    if ahead > 0:
-                        self._stop.wait(ahead)
-                    elif ahead < -0.5:  # fell far behind (loaded machine): do not try to catch up
-                        wall0 -= ahead
+                if self.real_time_factor <= 0:
+                    self._health.cycle(0.0, float(self.data.time))
+                    continue
+                sim_time = snap.sim_time if snap else float(self.data.time)
+                lag = clock.lag(sim_time)
+                self._health.cycle(lag, sim_time)
+                if lag < 0:
+                    self._stop.wait(-lag)
+                    continue
+                if clock.use_sim_time:
+                    # physics time is everybody's clock: behind the pacing target only means
+                    # slower than asked (the achieved factor says how much); never catch up
+                    if lag > PACING_SLACK_S:
+                        clock.anchor(sim_time)
+                    continue
+                if lag > period and time.monotonic() - warned_at > 1.0:
+                    warned_at = time.monotonic()
+                    self.on_event("warn", f"simulator behind real time by {lag * 1e3:.1f} ms "
+                                  f"(more than one control period, {period * 1e3:.1f} ms)")
+                if max_lag > 0 and lag > max_lag:
+                    self._over_lag(sim_time, lag, max_lag)
         except BaseException as exc:  # noqa: BLE001 - kept for the owner to report
             self.error = exc
+
+    def _over_lag(self, sim_time: float, lag: float, max_lag: float) -> None:
+        """Physics is more than ``max_lag`` behind: abort the active goals, or, idle,
+        re-anchor the clock."""
+        with self.lock:
+            active = [c for c in self.controllers.values() if c.active is not None]
+            text = (f"simulator behind real time by {lag * 1e3:.0f} ms (sim.max_lag_s "
+                    f"{max_lag * 1e3:.0f} ms): the simulator, not the arm, could not keep up")
+            for controller, qi, _vi, _ci in self._wiring:
+                if controller.active is not None:
+                    controller.abort_active(self.data.qpos[qi].copy(), text)
+        if active:
+            self._health.aborts += len(active)
+            self.on_event("error", f"aborted {len(active)} goal(s): {text}")
+        else:
+            self.clock.anchor(sim_time)
+            self._health.reanchors += 1
+            self.on_event("warn", f"idle and {lag * 1e3:.0f} ms behind real time: the "
+                          "simulator's clock re-anchored to now (its stamps jump forward)")
+
+
+class _HealthMeter:
+    """Per-cycle timekeeping at little cost: lag, stalls, and the achieved real-time factor
+    from a sample every ``SAMPLE_EVERY`` cycles over the last second."""
+
+    SAMPLE_EVERY = 25
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.lag = self.worst_lag = self.worst_stall = 0.0
+        self.aborts = self.reanchors = 0
+        self._last: Optional[float] = None
+        self._samples: collections.deque = collections.deque(maxlen=64)
+        self._n = 0
+
+    def cycle(self, lag: float, sim_time: float) -> None:
+        now = time.monotonic()
+        if self._last is not None and now - self._last > self.worst_stall:
+            self.worst_stall = now - self._last
+        self._last = now
+        self.lag = lag
+        if lag > self.worst_lag:
+            self.worst_lag = lag
+        self._n += 1
+        if self._n % self.SAMPLE_EVERY == 0:
+            self._samples.append((now, sim_time))
+
+    def value(self, cycles: int, scheduling: str) -> SimHealth:
+        samples = list(self._samples)
+        factor = 0.0
+        if len(samples) >= 2:
+            end = samples[-1]
+            start = next((s for s in samples if end[0] - s[0] <= 1.0), samples[0])
+            if end[0] > start[0]:
+                factor = (end[1] - start[1]) / (end[0] - start[0])
+        return SimHealth(cycles, factor, self.lag, self.worst_lag, self.worst_stall,
+                         self.aborts, self.reanchors, scheduling)
 
 
 def _index(ids: np.ndarray):

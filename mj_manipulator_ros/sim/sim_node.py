@@ -8,8 +8,12 @@ Per arm, an action server at the arm's configured action (default
 - ``/joint_states`` (sensor_msgs/JointState; every arm's joints; positions, velocities,
   efforts) at ``sim.joint_state_rate_hz`` of simulated time, always, also while moving;
 - with ``use_sim_time``: ``/clock`` from the physics time every control cycle, and goal stamps
-  are read on that clock; otherwise the controllers use the system clock (ROS time) and physics
-  is paced at ``real_time_factor`` (which should then be 1);
+  are read on that clock; otherwise the simulator's clock is physics time mapped to ROS time
+  (``sim/sim_clock.py``: a stall freezes references and stamps with physics) and physics is
+  paced at ``real_time_factor``; past ``sim.max_lag_s`` behind real time, active goals abort
+  naming the simulator;
+- ``/diagnostics`` (diagnostic_msgs/DiagnosticArray) once a second: achieved real-time factor,
+  lag, worst stall, and each arm's controller state;
 - faults per arm (``sim.faults.<arm>`` in the config, or :meth:`SimNode.set_faults`):
 
   =====================  ==================================================================
@@ -30,13 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 import uuid
 from typing import Optional
 
 import numpy as np
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
@@ -46,6 +50,10 @@ from mj_manipulator_ros.ros.conversion import stamp_msg
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 from mj_manipulator_ros.sim.arm_server import SimArmServer
 from mj_manipulator_ros.sim.shared_model import SharedModel, Snapshot
+from mj_manipulator_ros.sim.sim_clock import SimClock
+
+#: how often the simulator's health goes out on /diagnostics, s (system clock)
+DIAGNOSTICS_PERIOD_S = 1.0
 from mj_manipulator_ros.sim.sim_config import SimConfig
 
 
@@ -75,14 +83,24 @@ class SimNode:
         if serve is not None:
             self._ghost(set(self.scene.arms) - set(serve))
         use_sim = config.sim.use_sim_time
+        if not use_sim and not config.sim.real_time_factor > 0:
+            raise ConfigError("sim.real_time_factor 0 (as fast as possible) needs "
+                              "sim.use_sim_time: true: on the system clock the simulator's clock "
+                              "is physics time mapped to real time")
         self.shared = SharedModel(self.scene, config.sim,
-                                  clock=None if use_sim else (lambda _t: time.time()))
+                                  clock=SimClock(config.sim.real_time_factor, use_sim))
         self.node = rclpy.create_node(f"{node_name}", context=context)
         self.arms = {a.name: SimArmServer(self.node, a, self.shared, config)
                      for a in config.executor.arms if serve is None or a.name in serve}
         self._joint_pub = self.node.create_publisher(JointState, "/joint_states", 10)
         self._clock_pub = self.node.create_publisher(Clock, "/clock", 10) if use_sim else None
         self._served = [n for n in self.scene.arms if n in self.arms]
+        logger = self.node.get_logger()
+        # (rclpy ties a logger call site to one severity: one call site per level)
+        self.shared.on_event = lambda level, text: {
+            "info": logger.info, "warn": logger.warning, "error": logger.error}[level](text)
+        self._diagnostics = self.node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diag_timer = self.node.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.shared.add_observer(config.sim.joint_state_rate_hz, self._publish_joint_states)
         if self._clock_pub is not None:
             self.shared.add_observer(config.sim.control_rate_hz, self._publish_clock)
@@ -133,6 +151,40 @@ class SimNode:
             msg.effort = [float(x) for a in arms for x in a.efforts]
             self._joint_pub.publish(msg)
 
+    def _publish_diagnostics(self) -> None:
+        """The simulator's health on /diagnostics (once a second, on the system clock: it goes
+        on while physics stalls), as ros2_control's controller manager publishes its own."""
+        h = self.shared.health()
+        s = self.config.sim
+        period = self.shared.control_period
+        level = DiagnosticStatus.OK
+        message = "keeping time"
+        if not s.use_sim_time and h.lag_s > period:   # (on sim time physics is the clock)
+            level, message = DiagnosticStatus.WARN, f"behind real time by {h.lag_s * 1e3:.0f} ms"
+            if s.max_lag_s > 0 and h.lag_s > s.max_lag_s:
+                level = DiagnosticStatus.ERROR
+        status = DiagnosticStatus(level=level, name=f"{self.node.get_name()}: physics",
+                                  hardware_id="mj_manipulator_sim", message=message, values=[
+            KeyValue(key="achieved real-time factor", value=f"{h.real_time_factor:.3f}"),
+            KeyValue(key="target real-time factor", value=f"{s.real_time_factor:g}"),
+            KeyValue(key="lag (ms)", value=f"{h.lag_s * 1e3:.1f}"),
+            KeyValue(key="worst lag (ms)", value=f"{h.worst_lag_s * 1e3:.1f}"),
+            KeyValue(key="worst stall (ms)", value=f"{h.worst_stall_s * 1e3:.1f}"),
+            KeyValue(key="control cycles", value=str(h.cycles)),
+            KeyValue(key="goals aborted for lag", value=str(h.aborts)),
+            KeyValue(key="clock re-anchors", value=str(h.reanchors)),
+            KeyValue(key="physics thread", value=h.scheduling)])
+        arms = []
+        for name, server in self.arms.items():
+            active = self.shared.controllers[name].active
+            arms.append(DiagnosticStatus(
+                level=DiagnosticStatus.OK, name=f"{self.node.get_name()}: {name} controller",
+                hardware_id="mj_manipulator_sim",
+                message="executing a goal" if active is not None else "holding"))
+        msg = DiagnosticArray(status=[status, *arms])
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        self._diagnostics.publish(msg)
+
     def _publish_clock(self, snap: Snapshot) -> None:
         self._clock_pub.publish(Clock(clock=stamp_msg(snap.sim_time)))
 
@@ -157,6 +209,7 @@ class SimNode:
         if self._spinner is not None:
             self._spinner.stop()
             self._spinner = None
+        self.node.destroy_timer(self._diag_timer)
         for s in self.arms.values():
             s.destroy()
         if self.recorder is not None:
@@ -215,6 +268,7 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
             for s, h in previous.items():
                 signal.signal(s, h)
             sim.close()
+            print(f"sim: {sim.shared.health().summary()}", flush=True)
     finally:
         ros.close()
     return 0

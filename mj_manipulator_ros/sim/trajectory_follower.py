@@ -142,6 +142,17 @@ class TrajectoryFollower:
         self.reference = ref
         return desired
 
+    def abort_active(self, q: np.ndarray, text: str) -> None:
+        """Physics thread: end the active goal (and a pending one) ABORTED, -4 with ``text``,
+        and hold ``q`` (the measured position), as on a path tolerance violation."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self._finish(pending, "aborted", PATH_TOLERANCE_VIOLATED, text)
+        if self._active is not None:
+            self._hold = np.array(q, dtype=float)
+            self._finish(self._active, "aborted", PATH_TOLERANCE_VIOLATED, text)
+
     def _activate(self, ticket: GoalTicket, now: float, q: np.ndarray, qd: np.ndarray) -> None:
         goal = ticket.goal
         traj = goal.trajectory

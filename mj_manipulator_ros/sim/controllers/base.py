@@ -43,6 +43,10 @@ class SimulatedController(Protocol):
     def active(self) -> Optional[GoalTicket]:
         """The goal being executed, if any."""
 
+    def abort_active(self, q: np.ndarray, text: str) -> None:
+        """Physics thread: end the active (and a pending) goal ABORTED with ``text`` and hold
+        ``q`` (J,): the simulator itself cannot keep up (``sim.max_lag_s``)."""
+
     def update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         """One control cycle: ``now`` on the controller clock (s), measured positions ``q`` and
         velocities ``qd`` (J,). Returns the command for :attr:`actuator_ids` (A,); a controller

@@ -40,3 +40,7 @@ class FollowingController:
 
     def cancel(self, ticket: GoalTicket) -> None:
         self.follower.cancel(ticket)
+
+    def abort_active(self, q: np.ndarray, text: str) -> None:
+        """Physics thread: end the active goal ABORTED (-4) with ``text``, holding ``q``."""
+        self.follower.abort_active(q, text)

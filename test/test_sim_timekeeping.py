@@ -1,0 +1,140 @@
+"""The simulator keeps time, or says that it cannot: its clock is physics time mapped to real
+time (a stall freezes references and stamps with physics), its lag is measured, and past
+``sim.max_lag_s`` with a goal running it aborts naming itself, never an arm."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.report import ArmStatus
+from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from mj_manipulator_ros.sim.sim_clock import SimClock
+from mj_manipulator_ros.sim.sim_node import SimNode
+from tiny_arm import tiny_config, tiny_mapping
+
+CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
+
+
+class FakeWall:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_clock_maps_physics_to_real_time_and_measures_the_lag() -> None:
+    wall = FakeWall()
+    clock = SimClock(1.0, use_sim_time=False, wall=wall)
+    clock.anchor(5.0)
+    assert clock(5.0) == 1000.0 and clock(5.5) == 1000.5
+    wall.t = 1000.8           # physics stalled at 5.5 while 0.8 s of real time passed
+    assert clock.lag(5.5) == pytest.approx(0.3)
+    assert clock(5.5) == 1000.5   # stamps still say when the state was true
+    clock.anchor(5.5)          # idle: re-anchored
+    assert clock.lag(5.5) == 0.0 and clock(5.6) == pytest.approx(1000.9)
+    half = SimClock(0.5, use_sim_time=False, wall=wall)
+    half.anchor(0.0)
+    assert half(1.0) == pytest.approx(1002.8)   # 1 s of physics takes 2 s at half speed
+    sim = SimClock(1.0, use_sim_time=True, wall=wall)
+    assert sim(7.25) == 7.25    # on sim time physics is the clock
+
+
+def swing(duration: float = 3.0) -> MultiArmPlan:
+    t = np.linspace(0.0, duration, 31)
+    s = np.sin(np.pi * t / duration) ** 2
+    return MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), t, np.outer(s, [0.4, 0.3]))
+                         for a in ("left", "right")})
+
+
+def test_a_physics_stall_aborts_naming_the_simulator_not_an_arm(ros, tmp_path) -> None:
+    """The physics thread held off the model for 0.35 s mid-motion (what a starved CPU does):
+    on the system clock, the simulator aborts every active goal naming itself and the lag, and
+    the references did not run ahead of physics meanwhile (regression: references read the wall
+    clock, the stall became 'tracking_error: joint ... is +0.1668 from the plan')."""
+    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False},
+                      execution={"joint_state_timeout_s": 2.0})   # the simulator's verdict alone
+    sim = SimNode(cfg, context=ros.context).start()
+    try:
+        with MultiArmExecutor(cfg.executor, context=ros.context) as executor:
+            def stall() -> None:
+                deadline = time.monotonic() + 20
+                while (executor.current_stamp is None or
+                       executor.now() < executor.current_stamp.seconds + 1.0) \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                with sim.shared.lock:
+                    time.sleep(0.35)
+            t = threading.Thread(target=stall)
+            t.start()
+            report = executor.execute(swing())
+            t.join(20)
+        health = sim.shared.health()
+    finally:
+        sim.close()
+    f = report.first_failure
+    assert f is not None and "simulator behind real time by" in f.error_string, report.summary()
+    assert "not the arm" in f.error_string and f.reason.value == "aborted"
+    assert all(r.status in (ArmStatus.ABORTED, ArmStatus.CANCELED) and r.stop_confirmed
+               for r in report.arms.values())
+    assert all(r.max_tracking_error < 0.05 for r in report.arms.values())  # no arm blamed
+    assert health.aborts >= 1 and health.worst_lag_s > 0.3
+
+
+def test_idle_the_clock_reanchors_and_says_so(ros, tmp_path) -> None:
+    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False})
+    sim = SimNode(cfg, context=ros.context).start()
+    try:
+        time.sleep(0.3)
+        with sim.shared.lock:
+            time.sleep(0.35)
+        time.sleep(0.3)
+        health = sim.shared.health()
+        lag_after = sim.shared.clock.lag(sim.shared.snapshot().sim_time)
+    finally:
+        sim.close()
+    assert health.reanchors >= 1 and health.aborts == 0
+    assert lag_after < 0.05
+
+
+@pytest.mark.slow
+def test_beside_busy_loops_a_failure_names_the_simulator_never_an_arm(tmp_path, processes
+                                                                       ) -> None:
+    """The simulator and ``execute`` as processes beside three busy loops (bounded, killed by
+    the test) on this 2-core machine: the run succeeds, or fails naming the simulator's lag or
+    the stop of every arm's joint states; never an arm's tracking error or progress skew."""
+    from mj_manipulator_ros.core.plan_io import save_plan
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_mapping(
+        tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False})))
+    plan = tmp_path / "plan.yaml"
+    save_plan(swing(4.0), plan)
+    sim = processes([*CLI, "sim", "--config", str(cfg)])
+    processes.wait_for_line(sim, "simulating arms", timeout=60)
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    try:
+        out = subprocess.run([*CLI, "execute", str(plan), "--config", str(cfg), "--json"],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait(10)
+    import json
+    report = json.loads(out.stdout)
+    failure = report["first_failure"]
+    if failure is not None:
+        assert failure["reason"] not in ("tracking_error", "progress_skew"), failure
+        text = failure["error_string"]
+        assert "simulator behind real time" in text or "common source stopped" in text or \
+            failure["reason"] == "late_acceptance", failure
+    print(f"beside 3 busy loops: {report['status']}"
+          + ("" if failure is None else f" ({failure['reason']}: {failure['error_string']})"))
