@@ -138,3 +138,41 @@ def test_beside_busy_loops_a_failure_names_the_simulator_never_an_arm(tmp_path, 
             failure["reason"] == "late_acceptance", failure
     print(f"beside 3 busy loops: {report['status']}"
           + ("" if failure is None else f" ({failure['reason']}: {failure['error_string']})"))
+
+
+def test_health_on_diagnostics_and_a_summary_on_exit(ros, processes, tmp_path) -> None:
+    """The simulator process publishes its timekeeping on /diagnostics once a second and
+    prints it in one line when it exits."""
+    import signal
+
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(tiny_mapping(
+        tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False})))
+    got = []
+    node = rclpy.create_node("diagnostics_listener", context=ros.context)
+    node.create_subscription(DiagnosticArray, "/diagnostics", got.append, 10)
+    executor = rclpy.executors.SingleThreadedExecutor(context=ros.context)
+    executor.add_node(node)
+    sim = processes([*CLI, "sim", "--config", str(cfg)])
+    try:
+        processes.wait_for_line(sim, "simulating arms", timeout=60)
+        deadline = time.monotonic() + 15
+        while len(got) < 2 and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+    sim.send_signal(signal.SIGINT)
+    assert sim.wait(timeout=30) == 0
+    assert len(got) >= 2, "no /diagnostics from the simulator"
+    physics = got[-1].status[0]
+    values = {kv.key: kv.value for kv in physics.values}
+    assert physics.name.endswith(": physics")
+    assert 0.5 < float(values["achieved real-time factor"]) < 1.5
+    assert float(values["lag (ms)"]) < 1000 and int(values["control cycles"]) > 100
+    assert {s.message for s in got[-1].status[1:]} == {"holding"}
+    line = sim.stdout.read()
+    assert "control cycles, achieved real-time factor" in line and "worst stall" in line

