@@ -1,7 +1,8 @@
 """An independent reader for the bags we write (they are written with rosbags): the ``mcap``
 library for the container, ``mcap_ros2`` to decode standard messages from the schema text in the
 file, and rclpy's own deserializer for the control_msgs action types (mcap_ros2's vendored
-rosidl parser rejects type names with an underscore, e.g. FollowJointTrajectory_Goal)."""
+rosidl parser rejects type names with an underscore, e.g. FollowJointTrajectory_Goal). Every bag
+read here is also opened with rosbags' high-level reader, every message deserialized."""
 
 from __future__ import annotations
 
@@ -52,4 +53,22 @@ def read_bag(path: Path) -> Bag:
             plain = [t for t, (name, _, _) in bag.schemas.items() if "_" not in name.split("/")[-1]]
             for _, channel, _, msg in reader.iter_decoded_messages(topics=plain):
                 bag._decoded.append((channel.topic, msg))
+    check_with_rosbags(path, bag)
     return bag
+
+
+def check_with_rosbags(path: Path, bag: Bag) -> None:
+    """The most used pure-Python reader must open the bag: rosbags' ``AnyReader`` (which hashes
+    each schema's text against the declared RIHS01 hash) deserializes every message on every
+    topic, as many per topic as the file holds."""
+    from rosbags.highlevel import AnyReader
+
+    counts: dict[str, int] = {}
+    with AnyReader([path]) as reader:
+        for connection, _, raw in reader.messages():
+            reader.deserialize(raw, connection.msgtype)
+            counts[connection.topic] = counts.get(connection.topic, 0) + 1
+    in_file: dict[str, int] = {}
+    for topic, _, _ in bag.messages:
+        in_file[topic] = in_file.get(topic, 0) + 1
+    assert counts == in_file, f"rosbags read {counts}, the file holds {in_file}"

@@ -66,10 +66,10 @@ def test_topics_types_counts_and_time_range(recorded) -> None:
     # what was published: both arms' feedback as the executor received it, one goal per arm,
     # joint states throughout the motion, status transitions ending in SUCCEEDED (4)
     for arm in ("left", "right"):
-        # the same messages, give or take the first one: the recorder's reader is matched
-        # asynchronously just before the goals go out (measured: equal, or one short, in CI)
+        # the same messages: the recording waits until its subscriptions have matched every
+        # publisher before the goals go out (regression: one short, the first feedback lost)
         got, seen = counted[ACTION.format(arm) + "/_action/feedback"], recorded["feedback"][arm]
-        assert seen > 5 and seen - 1 <= got <= seen
+        assert seen > 5 and got == seen
         (goal,) = bag.decoded(f"/mj_manipulator/{arm}/goal", FollowJointTrajectory.Goal)
         points = goal.trajectory.points
         np.testing.assert_allclose([p.positions for p in points], recorded["plan"][arm].positions)

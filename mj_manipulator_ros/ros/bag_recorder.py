@@ -59,6 +59,8 @@ CHUNK_BYTES = 1 << 20
 #: whose disk filled up can still be closed: its last chunk, summary and metadata.yaml written
 RESERVE_BYTES = CHUNK_BYTES + (512 << 10)
 RESERVE_NAME = ".space_reserve"
+#: how long a recording waits for its subscriptions to match the publishers it sees, s
+MATCH_WAIT_S = 2.0
 #: recording stops (an error, never the run) when the disk's free space falls below this
 FREE_FLOOR_BYTES = CHUNK_BYTES + (256 << 10)
 #: how often the free space is looked at while writing, s
@@ -123,9 +125,13 @@ class BagRecorder:
         #: written before it); None while every write succeeded
         self.error: Optional[str] = None
         self._next_free_check = 0.0
+        #: topic -> publishers not matched when :meth:`wait_matched` gave up
+        self.unmatched: dict[str, int] = {}
         self._connections = {topic: self._writer.add_connection(topic, name, msgdef=msgdef,
                                                                 rihs01=rihs01)
                              for topic, (name, msgdef, rihs01) in specs.items()}
+        self._types = types
+        self._type_of = {topic: name for topic, (name, _, _) in specs.items()}
         self.counts: dict[str, int] = {topic: 0 for topic in specs}
         self._artifacts = dict(artifacts or {})
         self._node = rclpy.create_node(f"mjmr_bag_{abs(hash(str(self.path))) % 10**8}",
@@ -137,6 +143,24 @@ class BagRecorder:
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(self._node)
         self._spinner = BackgroundSpinner(executor, "mjmr-bag-recorder").start()
+
+    def wait_matched(self, timeout: float = MATCH_WAIT_S) -> dict[str, int]:
+        """Wait (wall clock, bounded) until every recorded topic's subscription has matched each
+        publisher the graph shows for it, so that the first messages after this are recorded.
+        Returns topic -> publishers seen but not matched at the end (empty when all matched)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = {}
+            for sub in self._subs:
+                expected = self._node.count_publishers(sub.topic_name)
+                matched = sub.get_publisher_count() if hasattr(sub, "get_publisher_count") \
+                    else expected
+                if matched < expected:
+                    missing[sub.topic_name] = expected - matched
+            if not missing or time.monotonic() >= deadline:
+                self.unmatched = missing
+                return missing
+            time.sleep(0.01)
 
     def _receiver(self, topic: str):
         def receive(data: bytes) -> None:
@@ -164,9 +188,10 @@ class BagRecorder:
             self.counts[topic] += 1
 
     def write(self, topic: str, msg, log_time_ns: Optional[int] = None) -> None:
-        """Write a message (rclpy object) on a declared topic (any thread)."""
-        self._write_bytes(topic, serialize_message(msg),
-                          time.time_ns() if log_time_ns is None else log_time_ns)
+        """Write a message (rclpy object) on a declared topic (any thread), serialized to its
+        exact CDR length (as DDS delivers it)."""
+        raw = self._types.exact_cdr(self._type_of[topic], serialize_message(msg))
+        self._write_bytes(topic, raw, time.time_ns() if log_time_ns is None else log_time_ns)
 
     def event(self, kind: str, text: str, source: str = "executor", stamp_s: Optional[float] = None,
               log_time_ns: Optional[int] = None, level: int = Log.INFO) -> None:

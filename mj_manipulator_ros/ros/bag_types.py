@@ -43,6 +43,10 @@ class BagTypes:
         for text, part in ((goal, "Goal"), (result, "Result"), (feedback, "Feedback")):
             extra.update(get_types_from_msg(text, f"control_msgs/action/FollowJointTrajectory_{part}"))
         self.store.register(extra)
+        self.store.register(get_types_from_msg(   # the feedback topic's type: id + feedback
+            "unique_identifier_msgs/UUID goal_id\n"
+            "control_msgs/action/FollowJointTrajectory_Feedback feedback",
+            "control_msgs/action/FollowJointTrajectory_FeedbackMessage"))
         self._hashes: dict[str, str] = {}
 
     @classmethod
@@ -57,15 +61,27 @@ class BagTypes:
         if name.endswith("_FeedbackMessage"):
             # an action's feedback message wraps the feedback with the goal id; rosbags' text
             # generator only names nested types of the msg/ kind, so the wrapper is composed
-            # here from the two generated definitions
+            # here from the two generated definitions. The nested feedback keeps its full
+            # name (pkg/action/Name_Feedback): a reader that hashes the text (rosbags) must
+            # arrive at the type's own RIHS01 hash, which names it so
             feedback = name.replace("_FeedbackMessage", "_Feedback")
             inner = self.store.generate_msgdef(feedback, ros_version=2)[0]
             uuid = self.store.generate_msgdef("unique_identifier_msgs/msg/UUID", ros_version=2)[0]
-            short = feedback.replace("/action/", "/")  # ros2msg names types pkg/Name
+            short = feedback
             return (f"unique_identifier_msgs/UUID goal_id\n{short} feedback\n"
                     f"{_SEPARATOR}\nMSG: unique_identifier_msgs/UUID\n{uuid.strip()}\n"
                     f"{_SEPARATOR}\nMSG: {short}\n{inner.strip()}\n")
         return self.store.generate_msgdef(name, ros_version=2)[0]
+
+    def exact_cdr(self, name: str, raw: bytes) -> bytes:
+        """``raw`` (CDR, as rclpy's ``serialize_message`` returns it: with up to 8 bytes of
+        buffer padding after the message, which readers such as rosbags refuse) cut to the
+        message's own length, as DDS delivers it."""
+        msgdef = self.store.get_msgdef(name)
+        little = bool(raw[1])
+        func = msgdef.deserialize_cdr_le if little else msgdef.deserialize_cdr_be
+        _, pos = func(raw[4:], 0, msgdef.cls, self.store)
+        return raw[:4 + pos]
 
     def rihs01(self, name: str) -> str:
         """The RIHS01 type hash, from the type-description JSON installed with the interface

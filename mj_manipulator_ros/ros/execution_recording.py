@@ -27,7 +27,8 @@ from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import plan_to_mapping
 from mj_manipulator_ros.core.report import ExecutionReport
-from mj_manipulator_ros.ros.bag_recorder import RESERVE_BYTES, BagRecorder, arm_topics, goal_topic
+from mj_manipulator_ros.ros.bag_recorder import (
+    MATCH_WAIT_S, RESERVE_BYTES, BagRecorder, arm_topics, goal_topic)
 
 
 #: feedback messages per second assumed per arm for the size estimate (JTC publishes at its
@@ -122,6 +123,12 @@ class ExecutionRecording:
         self.bag = BagRecorder(path, context, topics, written, {
             "plan": yaml.safe_dump(plan_to_mapping(plan), sort_keys=False),
             "config": config_text(config), **(artifacts or {})})
+        # before any goal: the first feedback and joint states after this are recorded
+        unmatched = self.bag.wait_matched()
+        if unmatched:
+            self.bag.event("recording", f"subscriptions not matched after "
+                           f"{MATCH_WAIT_S:g} s: {unmatched} (their first messages may be "
+                           "missing)", level=Log.WARN)
 
     def finish(self, report: ExecutionReport, runs: Mapping, now: float,
                failed_at: Optional[float] = None) -> Path:

@@ -251,7 +251,8 @@ class MultiArmExecutor:
                                        self.record_artifacts)
         report = None
         try:
-            report = self._execute(plan, scope, tolerances)
+            report = dataclasses.replace(self._execute(plan, scope, tolerances),
+                                         record_path=str(path))
         finally:
             if report is None:
                 recording.abandon()
@@ -261,7 +262,7 @@ class MultiArmExecutor:
                     failed_at = self.now() - (time.monotonic() - scope.canceled_at_monotonic)
                 recording.finish(report, self._last_runs, self.now(), failed_at)
         # a record that failed never stopped the arms; the report says so
-        return dataclasses.replace(report, record_path=str(path), record_error=recording.error)
+        return dataclasses.replace(report, record_error=recording.error)
 
     def _approach(self, plan: MultiArmPlan, scope: CancelScope) -> ExecutionReport | None:
         """Move the arms that are not at the plan's start there. Returns None when the plan may
