@@ -144,3 +144,37 @@ def test_a_check_that_measured_nothing_blocks_its_stage() -> None:
     na = not_applicable(p.by_id("each_arm_alone"), "alone_succeeded", "crossing/left", 97.0,
                         "collides when run alone")
     assert na.passed and na.status is CheckStatus.NOT_APPLICABLE and na.measured == 97.0
+
+
+@pytest.mark.parametrize("inner", [float("nan"), None])
+def test_soak_never_turns_nothing_measured_into_a_pass(monkeypatch, inner) -> None:
+    """The soak stage aggregates the full-speed stage's checks over its runs: one run whose
+    start skew was not measured (NaN or None) makes the aggregate not_measured (regression:
+    max(worst, nan) recorded 'start_skew 0.0 passed'; None raised TypeError)."""
+    from mj_manipulator_ros.hil import stage_runners as R
+
+    protocol = load_protocol()
+    soak = next(s for s in protocol.stages if s.runner_name == "soak")
+    repeated = protocol.by_id(soak.params["checks_of"])
+    calls = []
+
+    def one_run(session, stage, protocol_):
+        calls.append(stage.number)
+        skew = 0.004 if len(calls) % 2 else inner   # every other run: not measured
+        return [R.check(stage, "start_skew", "plan", skew),
+                R.check(stage, "tracking_error", "plan", 0.01)]
+    monkeypatch.setitem(R.RUNNERS, repeated.runner_name, one_run)
+    results = {r.name: r for r in R.soak(None, soak, protocol)}
+    assert len(calls) == int(soak.params["runs"])
+    assert results["start_skew"].status is R.CheckStatus.NOT_MEASURED
+    assert results["start_skew"].measured is None
+    assert results["tracking_error"].status is R.CheckStatus.PASSED
+    assert results["tracking_error"].measured == 0.01
+
+
+def test_worst_of_measurements() -> None:
+    from mj_manipulator_ros.hil.stage_runners import worst
+
+    assert worst([0.1, 0.3, 0.2]) == 0.3
+    assert worst([0.1, float("nan")]) is None and worst([None, 0.1]) is None
+    assert worst([0.1, float("inf")]) == float("inf")   # a failure stays a failure

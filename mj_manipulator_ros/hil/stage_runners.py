@@ -11,7 +11,7 @@ import enum
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import numpy as np
 
@@ -76,6 +76,18 @@ def check(stage: Stage, name: str, subject: str, measured: Optional[float], deta
         status = CheckStatus.PASSED if ok else CheckStatus.FAILED
     return CheckResult(stage.number, name, subject, measured, spec.threshold, spec.unit, status,
                        detail)
+
+
+def worst(values: Iterable[Optional[float]]) -> Optional[float]:
+    """The largest of measurements aggregated over runs or arms; None (not measured) when any
+    of them was not measured (None or NaN): an aggregate never turns "nothing measured" into a
+    figure (``max(0.0, nan)`` is 0.0)."""
+    out = None
+    for v in values:
+        if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
+            return None
+        out = float(v) if out is None else max(out, float(v))
+    return out
 
 
 def not_applicable(stage: Stage, name: str, subject: str, measured: float, detail: str) -> CheckResult:
@@ -183,13 +195,14 @@ def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
     for arm in session.config.arm_names:
         start = session.pose(arm)
         plan = out_and_back(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])
-        clean, worst_track, worst_return, detail = 0, 0.0, 0.0, ""
+        clean, tracks, returns, detail = 0, [], [], ""
         for run in range(int(p["runs"])):
             report, samples = session.run(plan)
             s = samples.arm(session.config.arm(arm).joint_names)
             track = A.tracking_error(s, plan[arm], report.start_stamp) if report.start_stamp else np.inf
             back = float(np.max(np.abs(session.pose(arm) - start)))
-            worst_track, worst_return = max(worst_track, track), max(worst_return, back)
+            tracks.append(track)
+            returns.append(back)
             ok = (report.succeeded and track <= stage.check("tracking_error").threshold
                   and back <= stage.check("returned_to_start").threshold)
             if not ok:
@@ -197,8 +210,8 @@ def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
                 break
             clean += 1
         out.append(check(stage, "clean_runs", arm, float(clean), detail))
-        out.append(check(stage, "tracking_error", arm, worst_track))
-        out.append(check(stage, "returned_to_start", arm, worst_return))
+        out.append(check(stage, "tracking_error", arm, worst(tracks)))
+        out.append(check(stage, "returned_to_start", arm, worst(returns)))
     return out
 
 
@@ -294,7 +307,7 @@ def synchronized_run(session: "HilSession", stage: Stage, protocol: Protocol, na
         return out
     onset_threshold = protocol.settings["onset_threshold_rad"]
     speed_threshold = protocol.settings["speed_threshold_rad_s"]
-    late, worst_track, masks, unmeasured = {}, 0.0, {}, []
+    late, tracks, masks, unmeasured = {}, [], {}, []
     for arm in run.arm_names:
         s = samples.arm(session.config.arm(arm).joint_names)
         planned = A.planned_onset(run[arm], onset_threshold)
@@ -303,7 +316,7 @@ def synchronized_run(session: "HilSession", stage: Stage, protocol: Protocol, na
             late[arm] = measured - (report.start_stamp + planned)
         else:
             unmeasured.append(arm)
-        worst_track = max(worst_track, A.tracking_error(s, run[arm], report.start_stamp))
+        tracks.append(A.tracking_error(s, run[arm], report.start_stamp))
         w = s.window(report.start_stamp, report.start_stamp + run.duration)
         masks[arm] = (w.stamps, A.moving_mask(w.velocities, speed_threshold))
     detail = ", ".join(f"{a} onset {x * 1e3:+.1f} ms vs plan" for a, x in late.items())
@@ -319,7 +332,7 @@ def synchronized_run(session: "HilSession", stage: Stage, protocol: Protocol, na
         ratio = measured / planned if planned > 0 else 1.0
         out.append(check(stage, "both_moving_overlap", subject, ratio,
                          f"both moving {measured:.2f} s of {planned:.2f} s planned"))
-    out.append(check(stage, "tracking_error", subject, worst_track))
+    out.append(check(stage, "tracking_error", subject, worst(tracks)))
     return out
 
 
@@ -335,22 +348,19 @@ def soak(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckR
     """The stage named by ``checks_of`` (full speed), ``runs`` times."""
     runs = int(stage.params["runs"])
     repeated = protocol.by_id(stage.params["checks_of"])
-    passed, worst_skew, worst_track, detail = 0, 0.0, 0.0, ""
+    passed, skews, tracks, detail = 0, [], [], ""
     for run in range(runs):
         results = RUNNERS[repeated.runner_name](session, repeated, protocol)
-        for r in results:
-            if r.name == "start_skew":
-                worst_skew = max(worst_skew, r.measured)
-            if r.name == "tracking_error":
-                worst_track = max(worst_track, r.measured)
+        skews += [r.measured for r in results if r.name == "start_skew"]
+        tracks += [r.measured for r in results if r.name == "tracking_error"]
         if all(r.passed for r in results):
             passed += 1
         elif not detail:
             bad = next(r for r in results if not r.passed)
             detail = f"run {run + 1}: {bad.name} {bad.subject}: {bad.detail or bad.measured}"
     return [check(stage, "runs_passed", "", float(passed), detail),
-            check(stage, "start_skew", "", worst_skew),
-            check(stage, "tracking_error", "", worst_track)]
+            check(stage, "start_skew", "", worst(skews) if skews else None),
+            check(stage, "tracking_error", "", worst(tracks) if tracks else None)]
 
 
 # ---- fault rehearsal ---------------------------------------------------------------------------
