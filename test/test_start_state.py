@@ -199,3 +199,58 @@ def test_a_single_arm_goal_is_checked_against_the_other_arm_held(ros, tmp_path) 
         executor.close()
         server_node.destroy_node()
         sim.close()
+
+
+def test_the_clock_offset_counts_messages_not_joint_rows(ros) -> None:
+    """Two JointState messages of a 7-joint arm, 0.3 s apart, are 2 samples, not 14: no
+    estimate yet, and the reason says how many messages there were (regression: 14 rows passed
+    'at least 10 samples' on 2 messages)."""
+    from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
+
+    names = [f"j{k}" for k in range(7)]
+    node = rclpy.create_node("offset_listener", context=ros.context)
+    pub_node = rclpy.create_node("offset_publisher", context=ros.context)
+    pub = pub_node.create_publisher(JointState, "/offset_states", 10)
+    clock = pub_node.get_clock()
+    monitor = JointStateMonitor(node, ["/offset_states"],
+                                lambda: clock.now().nanoseconds * 1e-9)
+    executor = rclpy.executors.SingleThreadedExecutor(context=ros.context)
+    executor.add_node(node)
+    try:
+        deadline = time.monotonic() + 10
+        while monitor.readings(names) is None and time.monotonic() < deadline:
+            msg = JointState(name=names, position=[0.0] * 7)
+            msg.header.stamp = clock.now().to_msg()
+            pub.publish(msg)
+            executor.spin_once(timeout_sec=0.05)
+        time.sleep(0.3)
+        msg = JointState(name=names, position=[0.0] * 7)
+        msg.header.stamp = clock.now().to_msg()
+        pub.publish(msg)
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.05)
+        assert monitor.clock_offset(names) is None
+        why = monitor.offset_shortfall(names)
+        assert "joint-state message(s)" in why and "need 10" in why, why
+        assert int(why.split()[0]) < 10
+    finally:
+        executor.shutdown()
+        monitor.close()
+        node.destroy_node()
+        pub_node.destroy_node()
+
+
+def test_no_clock_yet_is_said_not_blamed_on_the_joint_states(ros) -> None:
+    """On sim time before the first /clock this process's clock reads 0: the offset error says
+    that, not 'fewer than 10 joint states' (the message the test_sim_node flake was diagnosed
+    from)."""
+    from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
+
+    node = rclpy.create_node("no_clock_listener", context=ros.context)
+    monitor = JointStateMonitor(node, ["/no_clock_states"], lambda: 0.0)
+    try:
+        assert "no /clock message yet" in monitor.offset_shortfall(["a"])
+    finally:
+        monitor.close()
+        node.destroy_node()

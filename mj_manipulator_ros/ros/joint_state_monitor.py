@@ -103,12 +103,30 @@ class JointStateMonitor:
         with self._cond:
             rows = [(r, d) for j in joints for (r, d) in self._diffs.get(j, ())
                     if now - r <= self._window_s]
-        if len(rows) < min_samples:
+        received = sorted({r for r, _ in rows})   # messages, not joint rows
+        if len(received) < min_samples:
             return None
-        received = [r for r, _ in rows]
-        if max(received) - min(received) < min_span_s:
+        if received[-1] - received[0] < min_span_s:
             return None
         return -float(min(d for _, d in rows))
+
+    def offset_shortfall(self, joints: Sequence[str], min_samples: int = 10,
+                         min_span_s: float = 0.25) -> str:
+        """Why :meth:`clock_offset` has no estimate for ``joints`` now, in words: no clock yet
+        (sim time before the first ``/clock``), joints never reported, or too few messages in
+        the window (with the count and span)."""
+        now = self._now()
+        if now <= 0:
+            return "this process's clock reads 0: no /clock message yet (use_sim_time)"
+        with self._cond:
+            never = [j for j in joints if j not in self._latest]
+            rows = [r for j in joints for (r, _) in self._diffs.get(j, ()) if now - r <= self._window_s]
+        if never:
+            return f"no joint state ever received for {never}"
+        received = sorted(set(rows))
+        span = received[-1] - received[0] if received else 0.0
+        return (f"{len(received)} joint-state message(s) in the last {self._window_s:g} s "
+                f"spanning {span:.3f} s (need {min_samples} spanning {min_span_s:g} s)")
 
     def rate(self, joints: Sequence[str]) -> float:
         """Messages per second carrying any of ``joints``, over the last ``window_s``."""

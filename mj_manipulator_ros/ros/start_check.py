@@ -128,10 +128,9 @@ class StartCheck:
                 offset = self.monitor.clock_offset(joints)
             if offset is None:
                 raise ClockOffsetError(
-                    f"arm {arm!r}: cannot estimate its controller's clock offset: fewer than 10 "
-                    f"joint states over 0.25 s on {self.config.arm(arm).joint_states_topic} "
-                    f"within {s.server_wait_s} s",
-                    {arm: None})
+                    f"arm {arm!r}: cannot estimate its controller's clock offset within "
+                    f"{s.server_wait_s} s from {self.config.arm(arm).joint_states_topic}: "
+                    f"{self.monitor.offset_shortfall(joints)}", {arm: None})
             offsets[arm] = offset
         bad = {a: o for a, o in offsets.items() if abs(o) > s.max_clock_offset_s}
         if bad:
