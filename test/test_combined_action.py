@@ -206,9 +206,10 @@ def test_tolerances_are_split_by_arm(combined) -> None:
     assert not send(client, ex, goal).accepted  # a tolerance for a joint of no arm: refused, nothing moves
 
 
-def test_speed_scaling_topic_retimes_every_arm(combined, ros) -> None:
-    """``~/speed_scaling`` 0.5 while the combined goal runs: each arm gets a second goal, both
-    with one new shared stamp, and the goal succeeds."""
+def run_with_speed_messages(combined, ros, factors, duration: float, after: float):
+    """A combined goal of ``duration`` s on two succeeding controllers; ``after`` s once both
+    arms have their goal, each of ``factors`` is published on ``~/speed_scaling``. Returns the
+    result and the controllers."""
     import threading
 
     from std_msgs.msg import Float64
@@ -217,21 +218,29 @@ def test_speed_scaling_topic_retimes_every_arm(combined, ros) -> None:
     pub_node = rclpy.create_node("speed_publisher", context=ros.context)
     pub = pub_node.create_publisher(Float64, "/mjmr_test_execution/speed_scaling", 10)
     try:
-        handle = send(client, ex, combined_goal(duration=3.0))
+        handle = send(client, ex, combined_goal(duration=duration))
         assert handle.accepted
 
-        def slow_down() -> None:
+        def publish() -> None:
             deadline = time.monotonic() + 10
             while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
                 time.sleep(0.01)
-            time.sleep(0.5)
-            pub.publish(Float64(data=0.5))
-        t = threading.Thread(target=slow_down)
+            time.sleep(after)
+            for f in factors:
+                pub.publish(Float64(data=f))
+        t = threading.Thread(target=publish)
         t.start()
         res = result(ex, handle, timeout=30.0)
         t.join(15)
     finally:
         pub_node.destroy_node()
+    return res, ctl
+
+
+def test_speed_scaling_topic_retimes_every_arm(combined, ros) -> None:
+    """``~/speed_scaling`` 0.5 while the combined goal runs: each arm gets a second goal, both
+    with one new shared stamp, and the goal succeeds."""
+    res, ctl = run_with_speed_messages(combined, ros, [0.5], duration=3.0, after=0.5)
     assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.error_string
     assert all(len(c.goals) == 2 for c in ctl.values())
     assert ctl["left"].goals[1].stamp_ns == ctl["right"].goals[1].stamp_ns
@@ -242,30 +251,7 @@ def test_a_speed_factor_below_the_minimum_is_refused_and_nothing_is_retimed(comb
     """``~/speed_scaling`` 1e-9 (and 1e-300) while the goal runs: refused below
     ``execution.min_speed_factor``; the goal runs on at its speed and succeeds (regression: 'every
     arm re-timed', then 'retimed goal rejected' or an OverflowError)."""
-    import threading
-
-    from std_msgs.msg import Float64
-
-    client, ex, ctl, server = combined({"left": "succeed", "right": "succeed"})
-    pub_node = rclpy.create_node("tiny_speed_publisher", context=ros.context)
-    pub = pub_node.create_publisher(Float64, "/mjmr_test_execution/speed_scaling", 10)
-    try:
-        handle = send(client, ex, combined_goal(duration=2.0))
-        assert handle.accepted
-
-        def crawl() -> None:
-            deadline = time.monotonic() + 10
-            while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(0.3)
-            pub.publish(Float64(data=1e-9))
-            pub.publish(Float64(data=1e-300))
-        t = threading.Thread(target=crawl)
-        t.start()
-        res = result(ex, handle, timeout=30.0)
-        t.join(15)
-    finally:
-        pub_node.destroy_node()
+    res, ctl = run_with_speed_messages(combined, ros, [1e-9, 1e-300], duration=2.0, after=0.3)
     assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.error_string
     assert all(len(c.goals) == 1 for c in ctl.values())   # nothing re-timed
 

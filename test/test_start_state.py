@@ -3,6 +3,7 @@ joint states; the controllers' clocks agree. Against the simulator through real 
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -104,35 +105,29 @@ def test_a_controller_clock_off_by_50_ms_is_refused(tiny_sim, ros, tmp_path, off
             assert report.succeeded, report.summary()
 
 
-def test_the_combined_action_rejects_a_plan_that_starts_elsewhere(tiny_sim, ros, tmp_path) -> None:
-    """Decided at the goal callback: a rejection (no result, nothing moves)."""
+@contextlib.contextmanager
+def combined_server(ros, config, executor, name: str):
+    """The combined action server over ``executor`` at ``/<name>``, spun, with a client:
+    yields (client, client executor); everything destroyed after (the executor closed)."""
     from control_msgs.action import FollowJointTrajectory
     from rclpy.action import ActionClient
     from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 
-    from action_helpers import send
-    from mj_manipulator_ros.apps.demo import combined_trajectory
     from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
     from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
-    node = tiny_sim()
-    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
-    executor = MultiArmExecutor(config, context=ros.context)
-    server_node = rclpy.create_node("start_state_execution", context=ros.context)
-    server = CombinedTrajectoryServer(server_node, config, executor, "/start_state_combined")
+    server_node = rclpy.create_node(f"{name}_execution", context=ros.context)
+    server = CombinedTrajectoryServer(server_node, config, executor, f"/{name}")
     spin = MultiThreadedExecutor(num_threads=4, context=ros.context)
     spin.add_node(server_node)
-    client_node = rclpy.create_node("start_state_client", context=ros.context)
-    client = ActionClient(client_node, FollowJointTrajectory, "/start_state_combined")
+    client_node = rclpy.create_node(f"{name}_client", context=ros.context)
+    client = ActionClient(client_node, FollowJointTrajectory, f"/{name}")
     client_exec = SingleThreadedExecutor(context=ros.context)
     client_exec.add_node(client_node)
     try:
-        with BackgroundSpinner(spin, "start-state-server"):
+        with BackgroundSpinner(spin, f"{name}-server"):
             assert client.wait_for_server(timeout_sec=10.0)
-            goal = FollowJointTrajectory.Goal(trajectory=combined_trajectory(
-                plan_from({"left": [1.2, 0.0], "right": [0.0, 0.0]})))
-            handle = send(client, client_exec, goal)
-            assert handle is not None and not handle.accepted
+            yield client, client_exec
     finally:
         client.destroy()
         client_exec.shutdown()
@@ -140,6 +135,23 @@ def test_the_combined_action_rejects_a_plan_that_starts_elsewhere(tiny_sim, ros,
         server.destroy()
         executor.close()
         server_node.destroy_node()
+
+
+def test_the_combined_action_rejects_a_plan_that_starts_elsewhere(tiny_sim, ros, tmp_path) -> None:
+    """Decided at the goal callback: a rejection (no result, nothing moves)."""
+    from control_msgs.action import FollowJointTrajectory
+
+    from action_helpers import send
+    from mj_manipulator_ros.apps.demo import combined_trajectory
+
+    node = tiny_sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    executor = MultiArmExecutor(config, context=ros.context)
+    with combined_server(ros, config, executor, "start_state_combined") as (client, client_exec):
+        goal = FollowJointTrajectory.Goal(trajectory=combined_trajectory(
+            plan_from({"left": [1.2, 0.0], "right": [0.0, 0.0]})))
+        handle = send(client, client_exec, goal)
+        assert handle is not None and not handle.accepted
     assert node.arms["left"].tickets == [] and node.arms["right"].tickets == []
 
 
@@ -149,16 +161,12 @@ def test_a_single_arm_goal_is_checked_against_the_other_arm_held(ros, tmp_path) 
     standing right arm is rejected, and the node serves the next goal (regression: a single-arm
     goal raised ValueError 'the timeline has no poses' inside the goal callback, the node's spin
     thread died, and every later goal went unanswered)."""
+    from action_msgs.msg import GoalStatus
     from control_msgs.action import FollowJointTrajectory
-    from rclpy.action import ActionClient
-    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 
     from action_helpers import result, send
-    from action_msgs.msg import GoalStatus
     from mj_manipulator_ros.apps.demo import combined_trajectory
     from mj_manipulator_ros.check.preflight import PreflightCheck
-    from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
-    from mj_manipulator_ros.ros.spinner import BackgroundSpinner
     from mj_manipulator_ros.sim.sim_node import SimNode
 
     cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0},
@@ -166,14 +174,6 @@ def test_a_single_arm_goal_is_checked_against_the_other_arm_held(ros, tmp_path) 
     sim = SimNode(cfg, context=ros.context).start()
     config = cfg.executor
     executor = MultiArmExecutor(config, context=ros.context, preflight=PreflightCheck(config))
-    server_node = rclpy.create_node("single_arm_execution", context=ros.context)
-    server = CombinedTrajectoryServer(server_node, config, executor, "/single_arm_combined")
-    spin = MultiThreadedExecutor(num_threads=4, context=ros.context)
-    spin.add_node(server_node)
-    client_node = rclpy.create_node("single_arm_client", context=ros.context)
-    client = ActionClient(client_node, FollowJointTrajectory, "/single_arm_combined")
-    client_exec = SingleThreadedExecutor(context=ros.context)
-    client_exec.add_node(client_node)
 
     def left_only(j1_to: float) -> FollowJointTrajectory.Goal:
         t = np.linspace(0.0, 1.5, 16)
@@ -182,22 +182,15 @@ def test_a_single_arm_goal_is_checked_against_the_other_arm_held(ros, tmp_path) 
                                                    np.outer(s, [j1_to, 0.0]))})
         return FollowJointTrajectory.Goal(trajectory=combined_trajectory(plan))
     try:
-        with BackgroundSpinner(spin, "single-arm-server"):
-            assert client.wait_for_server(timeout_sec=10.0)
-            into_right = send(client, client_exec, left_only(1.5))   # tip through right link1
+        with combined_server(ros, config, executor, "single_arm_combined") as (client, ex):
+            into_right = send(client, ex, left_only(1.5))   # tip through right link1
             assert into_right is not None and not into_right.accepted
             assert sim.arms["left"].tickets == [] and sim.arms["right"].tickets == []
-            clear = send(client, client_exec, left_only(-0.5))
+            clear = send(client, ex, left_only(-0.5))
             assert clear is not None and clear.accepted
-            assert result(client_exec, clear).status == GoalStatus.STATUS_SUCCEEDED
+            assert result(ex, clear).status == GoalStatus.STATUS_SUCCEEDED
             assert len(sim.arms["left"].tickets) == 1 and sim.arms["right"].tickets == []
     finally:
-        client.destroy()
-        client_exec.shutdown()
-        client_node.destroy_node()
-        server.destroy()
-        executor.close()
-        server_node.destroy_node()
         sim.close()
 
 
