@@ -48,7 +48,8 @@ def test_execute_prints_json_report_and_exits_0(tmp_path, processes) -> None:
                           "--speed", "0.5"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert set(report) == {"status", "start_stamp", "first_failure", "arms", "preflight_checked"}
+    assert set(report) == {"status", "start_stamp", "first_failure", "arms", "preflight_checked",
+                           "record_path", "record_error"}
     assert report["status"] == "succeeded" and report["first_failure"] is None
     for arm in ("left", "right"):
         assert set(report["arms"][arm]) == ARM_KEYS

@@ -100,12 +100,15 @@ def test_ctrl_c_cancels_and_is_recorded(tmp_path, processes) -> None:
     proc = processes([*CLI, "--config", str(config_file("sim_openarm.yaml")), "--sim", "--yes",
                       "--stage", "2", "--force", "--reason", "Ctrl-C rehearsal",
                       "--results", str(tmp_path)])
-    # stdout carries the stage lines; wait until stage 2 is under way and the arms move
-    for _ in range(2000):
-        line = proc.stdout.readline()
-        if "--- stage 2" in line or not line:
-            break
-    time.sleep(6.0)  # simulator up, servers discovered, the out-and-back runs going
+    # every moving run is recorded (<run>/bags/stage2_<k>): once the first one's bag exists the
+    # execution is under way (its checks, the gate and the stamp are behind it); 1 s more and
+    # the arms move
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and \
+            not list(tmp_path.glob("*/bags/stage2_*")):
+        time.sleep(0.05)
+    assert list(tmp_path.glob("*/bags/stage2_*")), "stage 2 never started a recorded run"
+    time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     run = only_run(tmp_path)

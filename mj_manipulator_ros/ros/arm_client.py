@@ -47,7 +47,7 @@ from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
-from mj_manipulator_ros.ros.conversion import GoalTolerances, trajectory_msg
+from mj_manipulator_ros.ros.conversion import GoalTolerances, time_msg, trajectory_msg
 
 #: Discovery poll period (s): rclpy has no event for "action server appeared".
 DISCOVERY_PERIOD_S = 0.02
@@ -201,6 +201,13 @@ class ArmRun:
         ch.spin_until(lambda: self.scope.canceled or time.monotonic() >= settle_until, settle_until)
         if self.scope.canceled:
             return
+        # the goal message is built before the gate (a 1,401-point plan is ~1,400 Python
+        # objects: tens of ms on a loaded machine, which would come out of the start lead);
+        # only its stamp is set once the gate opens
+        goal = FollowJointTrajectory.Goal()
+        goal.trajectory = trajectory_msg(self.trajectory)
+        if self.tolerances is not None:
+            self.tolerances.fill(goal)
         self.gate.arrive(self.name)
         stamp = self.gate.wait_open(timeout=gate_wait_s(s))
         if stamp is None:
@@ -209,10 +216,7 @@ class ArmRun:
                            f"the start gate did not open within {gate_wait_s(s):.2f} s")
             return
 
-        goal = FollowJointTrajectory.Goal()
-        goal.trajectory = trajectory_msg(self.trajectory, stamp)
-        if self.tolerances is not None:
-            self.tolerances.fill(goal)
+        goal.trajectory.header.stamp = time_msg(stamp)
         self._set(goal_sent_at=self.now())
         self.sent.append((self.out.goal_sent_at, goal))
         send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)

@@ -69,13 +69,23 @@ class SimArmServer:
                                                            reject_next_goal=False)
                 self.node.get_logger().warning(f"{self.arm.name}: rejecting goal (injected fault)")
                 return GoalResponse.REJECT
-        if self.faults.accept_delay_s > 0:
-            time.sleep(self.faults.accept_delay_s)  # the injected fault *is* a blocking delay
+        if self.faults.accept_delay_s > 0:  # the injected fault *is* a blocking delay, on the
+            self._wait_controller_time(self.faults.accept_delay_s)   # controller's clock
         reason, _ = self._check(goal)
         if reason:
             self.node.get_logger().error(f"{self.arm.name}: rejecting goal: {reason}")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
+
+    def _wait_controller_time(self, seconds: float) -> None:
+        """Block until ``seconds`` have passed on this arm's controller clock (sim time on
+        sim time: a slow simulator makes the delay longer in wall time, never shorter in the
+        clock the stamps are on); bounded by 20x in wall time, and by the node closing."""
+        until = self.shared.controller_time(self.arm.name) + seconds
+        deadline = time.monotonic() + 20 * seconds + 1.0
+        while self.shared.controller_time(self.arm.name) < until and \
+                time.monotonic() < deadline and not self.closing.is_set():
+            time.sleep(0.001)
 
     def _check(self, goal, at_execute: bool = False):
         """The goal checked as JTC does on arrival; ``at_execute`` converts an accepted goal

@@ -35,7 +35,8 @@ class ArmFaults:
     abort_after_s: Optional[float] = field(default=None, metadata={
         "doc": "abort every goal this long after its start, error_code -4", "min": 0.0})
     stall: bool = field(default=False, metadata={"doc": "accept goals, never finish them (hold)"})
-    accept_delay_s: float = field(default=0.0, metadata={"doc": "delay before accepting", "min": 0.0})
+    accept_delay_s: float = field(default=0.0, metadata={
+        "doc": "delay before accepting, s of the controller's clock", "min": 0.0})
     pickup_delay_s: float = field(default=0.0, metadata={
         "doc": "an accepted goal starts executing this long later (a busy controller)",
         "min": 0.0})
