@@ -77,17 +77,22 @@ class MultiArmExecutor:
                  context=None, preflight: Optional[Callable[..., object]] = None) -> None:
         self.config = config
         self._owned_context: RosContext | None = None
+        channel_factory = node_factory
         if node_factory is None:
             if context is None:
                 self._owned_context = RosContext()
                 context = self._owned_context.context
-            node_factory = self._default_factory(context)
+            node_factory = self._default_factory(context, self.config.execution.use_sim_time)
+            # the arms' nodes read no clock of their own (every time is this executor's
+            # clock node's): without use_sim_time they do not each subscribe to /clock, which
+            # on a simulator at 500 Hz of sim time is 500+ Python callbacks a second per node
+            channel_factory = self._default_factory(context, False)
         self._preflight = preflight
         suffix = uuid.uuid4().hex[:6]
         self._clock_node = node_factory(f"mjmr_executor_{suffix}")
         self._clock_spinner = BackgroundSpinner(
             _executor_for(self._clock_node), f"mjmr-executor-clock-{suffix}").start()
-        self.channels = {a.name: ArmChannel(a, node_factory(f"mjmr_arm_{a.name}_{suffix}"))
+        self.channels = {a.name: ArmChannel(a, channel_factory(f"mjmr_arm_{a.name}_{suffix}"))
                          for a in config.arms}
         #: what the arms report (JointState), for the checks made before stamping
         self.monitor = JointStateMonitor(self._clock_node, {a.joint_states_topic for a in config.arms},
@@ -116,9 +121,8 @@ class MultiArmExecutor:
         #: act at a point of the motion (e.g. the HIL stop-latency stage)
         self.current_stamp: StartStamp | None = None
 
-    def _default_factory(self, context) -> NodeFactory:
-        use_sim = self.config.execution.use_sim_time
-
+    @staticmethod
+    def _default_factory(context, use_sim: bool) -> NodeFactory:
         def make(name: str) -> Node:
             return rclpy.create_node(
                 name, context=context,
