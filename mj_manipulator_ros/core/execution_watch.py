@@ -121,6 +121,7 @@ class ExecutionWatch:
         self._progress: dict[str, tuple[float, float]] = {}  # arm -> (plan time, progress)
         self.done: set[str] = set()   # arms no longer watched (their goal ended)
         self.violation: Optional[Violation] = None
+        self._layouts: dict[tuple, list] = {}   # joint names of a message -> per-arm indices
 
     def set_start(self, start: float, received: Optional[Mapping[str, float]] = None) -> None:
         """The start stamp, once known (the watch is built before it, off the stamp's path).
@@ -143,35 +144,42 @@ class ExecutionWatch:
         if self.violation is not None:
             return None
         t = self.clock.plan_time(stamp)
-        touched: dict[str, list[int]] = {}
-        for n, name in enumerate(names):
-            owner = self._owner.get(name)
-            if owner is None or n >= len(positions):
-                continue
-            arm, k = owner
+        q_msg = np.asarray(positions, dtype=float)
+        v_msg = None
+        if velocities is not None and len(velocities) == len(names):
+            v_msg = np.asarray(velocities, dtype=float)
+        at = stamp if received is None else received
+        touched = []
+        for arm, mi, ji in self._layout(names, len(positions)):
             if arm in self.done:
                 continue
-            q = float(positions[n])
-            if not math.isfinite(q):
+            q = q_msg[mi]
+            bad = np.flatnonzero(~np.isfinite(q))
+            if bad.size:
+                name = self.joints[arm][ji[bad[0]]]
                 return self._trip("joint_states_invalid", arm, t,
-                                  f"joint {name!r} reports position {q} at plan time {t:.3f} s; "
-                                  "expected a finite number")
-            v = None
-            if velocities is not None and n < len(velocities) and math.isfinite(velocities[n]):
-                v = float(velocities[n])
-            elif math.isfinite(self._stamp[arm][k]) and stamp - self._stamp[arm][k] >= MIN_DT_S:
-                v = (q - self._q[arm][k]) / (stamp - self._stamp[arm][k])
-            self._q[arm][k], self._stamp[arm][k] = q, stamp
-            self._received[arm][k] = stamp if received is None else received
-            touched.setdefault(arm, []).append(k)
-            if v is not None:
-                peak = self.max_velocity[arm]
-                self.max_velocity[arm] = abs(v) if peak is None else max(peak, abs(v))
-                if abs(v) > self.velocity_limit[arm][k]:
-                    lim = self.velocity_limit[arm][k]
+                                  f"joint {name!r} reports position {q[bad[0]]} at plan time "
+                                  f"{t:.3f} s; expected a finite number")
+            v = v_msg[mi] if v_msg is not None else np.full(q.size, np.nan)
+            dt = stamp - self._stamp[arm][ji]
+            estimate = ~np.isfinite(v) & (dt >= MIN_DT_S)       # NaN stamps compare false
+            if estimate.any():
+                v = np.where(estimate, (q - self._q[arm][ji]) / np.where(estimate, dt, 1.0), v)
+            self._q[arm][ji], self._stamp[arm][ji], self._received[arm][ji] = q, stamp, at
+            touched.append(arm)
+            speed = np.abs(v)
+            if np.isfinite(speed).any():
+                peak = float(np.nanmax(speed))
+                prev = self.max_velocity[arm]
+                self.max_velocity[arm] = peak if prev is None else max(prev, peak)
+                over = np.flatnonzero(speed > self.velocity_limit[arm][ji])
+                if over.size:
+                    k = int(over[0])
+                    name = self.joints[arm][ji[k]]
                     return self._trip("velocity_limit", arm, t,
-                                      f"joint {name!r} measured at {v:+.3f} per s at plan time "
-                                      f"{t:.3f} s, beyond its limit with margin ({lim:.3f})")
+                                      f"joint {name!r} measured at {v[k]:+.3f} per s at plan time "
+                                      f"{t:.3f} s, beyond its limit with margin "
+                                      f"({self.velocity_limit[arm][ji[k]]:.3f})")
         for arm in touched:
             if np.isnan(self._q[arm]).any():
                 continue   # not every joint reported yet
@@ -179,6 +187,24 @@ class ExecutionWatch:
             if violation is not None:
                 return violation
         return self._skew(t)
+
+    def _layout(self, names: Sequence[str], n_positions: int) -> list:
+        """Per watched arm in a message with these joint names: (arm, indices into the
+        message, indices into the arm's joints); computed once per distinct name list."""
+        key = (tuple(names), n_positions)
+        layout = self._layouts.get(key)
+        if layout is None:
+            per_arm: dict[str, tuple[list, list]] = {}
+            for n, name in enumerate(names):
+                owner = self._owner.get(name)
+                if owner is not None and n < n_positions:
+                    mi, ji = per_arm.setdefault(owner[0], ([], []))
+                    mi.append(n)
+                    ji.append(owner[1])
+            layout = [(arm, np.array(mi), np.array(ji)) for arm, (mi, ji) in per_arm.items()]
+            if len(self._layouts) < 64:   # a publisher that varies its names is not cached
+                self._layouts[key] = layout
+        return layout
 
     def check_fresh(self, now: float) -> Optional[Violation]:
         """Fail an arm (still watched) one of whose joints, once reported, has not been reported
@@ -212,10 +238,12 @@ class ExecutionWatch:
         """Tracking error of the arm's merged pose (each joint at its own stamp's plan time),
         and its progress when the joints were measured together."""
         joints, q, stamps = self.joints[arm], self._q[arm], self._stamp[arm]
-        times = [self.clock.plan_time(float(s)) for s in stamps]
-        if max(stamps) - min(stamps) <= 1e-9:
+        together = float(stamps.max() - stamps.min()) <= 1e-9
+        if together:   # one message (or one stamp): one plan time
+            times = [self.clock.plan_time(float(stamps[0]))] * len(joints)
             planned = self._planned(arm, times[0])
         else:
+            times = [self.clock.plan_time(float(s)) for s in stamps]
             planned = np.array([self._planned(arm, tk)[k] for k, tk in enumerate(times)])
         err = q - planned
         tol = self.tolerance[arm]
@@ -229,7 +257,7 @@ class ExecutionWatch:
                               f"joint {joints[k]!r} is {err[k]:+.4f} from the plan at plan time "
                               f"{times[k]:.3f} s, beyond its path tolerance {tol[k]:g}")
         t = max(times)
-        if max(stamps) - min(stamps) <= TAU_STEP_S and 0.0 <= t <= self.plan[arm].duration:
+        if float(stamps.max() - stamps.min()) <= TAU_STEP_S and 0.0 <= t <= self.plan[arm].duration:
             progress = self._progress_of(arm, q, t)
             if progress is not None:
                 self._progress[arm] = (t, progress)
