@@ -60,7 +60,8 @@ def test_a_physics_stall_aborts_naming_the_simulator_not_an_arm(ros, tmp_path) -
     on the system clock, the simulator aborts every active goal naming itself and the lag, and
     the references did not run ahead of physics meanwhile (regression: references read the wall
     clock, the stall became 'tracking_error: joint ... is +0.1668 from the plan')."""
-    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False},
+    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False,
+                                     "max_lag_s": 0.2},
                       execution={"joint_state_timeout_s": 2.0})   # the simulator's verdict alone
     sim = SimNode(cfg, context=ros.context).start()
     try:
@@ -90,7 +91,8 @@ def test_a_physics_stall_aborts_naming_the_simulator_not_an_arm(ros, tmp_path) -
 
 
 def test_idle_the_clock_reanchors_and_says_so(ros, tmp_path) -> None:
-    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False})
+    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False,
+                                     "max_lag_s": 0.2})
     sim = SimNode(cfg, context=ros.context).start()
     try:
         time.sleep(0.3)

@@ -72,6 +72,10 @@ def combined_trajectory(plan: MultiArmPlan) -> JointTrajectory:
     return msg
 
 
+#: the demo's start lead at least, s (see run_demo)
+DEMO_LEAD_S = 0.6
+
+
 class DemoError(MjManipulatorError):
     """The demo could not run its plan (no server, a rejection, no result)."""
 
@@ -83,8 +87,14 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
     plan = load_plan(plan_path or share_dir() / "config/plans/openarm_crossing.yaml")
     if speed != 1.0:
         plan = plan.time_scaled(check_speed_factor(speed, config))
-    config = config.with_execution(record_dir=str(out.with_name(out.stem.replace("_report", "") +
-                                                                  "_bags")))
+    # One Python process runs the simulator, the execution node and the client here: handing a
+    # 1,401-point goal to rclpy alone costs ~155 ms of conversion (measured on a 2-core machine,
+    # idle), and the simulator converts and checks it again before accepting; goals were
+    # accepted up to 80 ms after a 0.25 s lead. The demo's lead covers that (the check that
+    # refuses a late acceptance stays on).
+    config = config.with_execution(
+        record_dir=str(out.with_name(out.stem.replace("_report", "") + "_bags")),
+        start_lead_s=max(config.execution.start_lead_s, DEMO_LEAD_S))
     sim_cfg = sim_config(config)
     # The demo runs the simulator in the executor's process: a SCHED_FIFO physics thread there
     # competes with the action servers for the GIL (measured on a loaded 2-core machine: goals

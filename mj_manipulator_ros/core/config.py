@@ -127,10 +127,10 @@ class ExecutionSettings:
         "doc": "while executing, two arms whose progress (the plan time that explains each "
                "arm's measured pose) differs by more than this fail the execution "
                "(`progress_skew`); 0 disables", "min": 0.0})
-    joint_state_timeout_s: float = field(default=0.25, metadata={
+    joint_state_timeout_s: float = field(default=0.5, metadata={
         "doc": "while executing, a joint of a running arm not reported for this long (receipt "
                "time) fails the execution (`joint_states_stale`, naming arm and joints); above "
-               "`sim.max_lag_s`, so that a stalled simulator names itself first; 0 disables",
+               "the 250-400 ms stalls measured for an in-process simulator; 0 disables",
         "min": 0.0})
     velocity_limit_margin: float = field(default=0.1, metadata={
         "doc": "while executing, a joint measured faster than its velocity limit x (1 + this) "

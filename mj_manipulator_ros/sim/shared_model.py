@@ -253,6 +253,9 @@ class SharedModel:
                                   f"(more than one control period, {period * 1e3:.1f} ms)")
                 if max_lag > 0 and lag > max_lag:
                     self._over_lag(sim_time, lag, max_lag)
+                elif max_lag <= 0 and lag > PACING_SLACK_S and \
+                        all(c.active is None for c in self.controllers.values()):
+                    self._over_lag(sim_time, lag, PACING_SLACK_S)   # idle: re-anchor only
         except BaseException as exc:  # noqa: BLE001 - kept for the owner to report
             self.error = exc
 

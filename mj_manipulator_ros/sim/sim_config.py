@@ -110,10 +110,11 @@ class SimSettings:
     real_time_factor: float = field(default=1.0, metadata={
         "doc": "1 = real time, 2 = twice as fast, 0 = as fast as possible", "min": 0.0})
     use_sim_time: bool = field(default=False, metadata={"doc": "publish /clock; stamps on sim time"})
-    max_lag_s: float = field(default=0.2, metadata={
+    max_lag_s: float = field(default=0.0, metadata={
         "doc": "on the system clock: while a goal runs and physics falls this far behind real "
                "time, every active goal is aborted naming the simulator and the lag (not an "
-               "arm); idle, the clock re-anchors. 0 disables", "min": 0.0})
+               "arm); idle, the clock re-anchors. 0 (default): never aborts, and idle the clock "
+               "re-anchors past 0.5 s (references follow physics either way)", "min": 0.0})
     thread_priority: int = field(default=50, metadata={
         "doc": "the physics thread asks for SCHED_FIFO at this priority when paced (as "
                "ros2_control's controller manager does); refused (no permission, not Linux): "
