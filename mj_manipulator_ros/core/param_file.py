@@ -2,8 +2,8 @@
 
 The same file can be given to ROS 2 (``ros2 run ... --ros-args --params-file F``, or a launch
 file's ``parameters=[F]``) and to :func:`mj_manipulator_ros.core.config.load_config`. ROS
-parameters cannot hold lists of mappings, so lists of arms and of scene models are lists of
-names, each with a section of its own::
+parameters cannot hold lists of mappings, so lists of arms, of scene models and of allowed
+collisions are lists of names, each with a section of its own::
 
     /**:                                  # or a node name
       ros__parameters:
@@ -17,9 +17,11 @@ names, each with a section of its own::
         scene:
           models: [openarm]
           openarm: {file: "openarm:v2/pedestal/openarm_pedestal.xml"}
+          allowed_collisions: [wrist_cable]
+          wrist_cable: {a: openarm_left_link5, b: openarm_left_ee_base_link, reason: "..."}
 
 :func:`from_parameter_file` turns that into the plain form (``arms: [{name, ...}]``,
-``scene.models: [{file, ...}]``).
+``scene.models: [{file, ...}]``, ``scene.allowed_collisions: [{a, b, reason}]``).
 """
 
 from __future__ import annotations
@@ -67,5 +69,15 @@ def from_parameter_file(data: Mapping, node: str | None = None) -> dict:
                 raise ConfigError(f"scene.models lists {m!r} but scene has no section {m!r}")
             models.append(dict(body))
         plain["scene"] = {**scene, "models": models}
+        allowed = scene.pop("allowed_collisions", None)
+        if allowed is not None:
+            entries = []
+            for name in allowed if isinstance(allowed, list) else [allowed]:
+                body = scene.pop(name, None) if isinstance(name, str) else None
+                if not isinstance(body, Mapping):
+                    raise ConfigError(f"scene.allowed_collisions lists {name!r} but scene has "
+                                      f"no section {name!r} ({{a: BODY, b: BODY, reason: TEXT}})")
+                entries.append(dict(body))
+            plain["scene"] = {**scene, "models": models, "allowed_collisions": entries}
     plain.update(params)
     return plain

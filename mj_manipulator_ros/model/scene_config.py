@@ -10,6 +10,8 @@
       models:
         - {file: "openarm:v2/pedestal/openarm_pedestal.xml", prefix: "", pos: [0, 0, 0]}
       initial_positions: {openarm_left_joint4: 0.3}
+      allowed_collisions:       # body pairs the replay check skips, besides the generated matrix
+        - {a: openarm_left_link5, b: openarm_left_ee_base_link, reason: "wrist cover, measured"}
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ class SceneConfig:
     option: SceneOption = SceneOption()
     floor: bool = True
     initial_positions: Mapping[str, float] = field(default_factory=dict)
+    allowed_collisions: tuple[Mapping[str, str], ...] = field(default=(), metadata={
+        "doc": "[{a: BODY, b: BODY, reason: TEXT}]: pairs the replay check skips, added to the "
+               "matrix generated from the model (model/allowed_collisions.py); every check that "
+               "skips one says so"})
     base_dir: Optional[Path] = field(default=None, metadata={"internal": True})
 
 
@@ -65,6 +71,10 @@ def scene_config(config: ExecutorConfig, required: bool = False) -> SceneConfig:
                           "MuJoCo model of the robot)")
     raw = dict(config.extra.get("scene") or DEFAULT_SCENE)
     initial = raw.pop("initial_positions", None) or {}
+    allowed = raw.pop("allowed_collisions", None) or []
+    if not isinstance(allowed, (list, tuple)) or not all(isinstance(e, Mapping) for e in allowed):
+        raise ConfigError(f"scene.allowed_collisions: expected a list of {{a: BODY, b: BODY, "
+                          f"reason: TEXT}}, got {allowed!r}")
     scene = from_mapping(SceneConfig, raw, "scene")
     if isinstance(scene.timestep, str) and scene.timestep != "auto":
         raise ConfigError(f"scene.timestep: expected 'auto' or seconds, got {scene.timestep!r}")
@@ -75,4 +85,4 @@ def scene_config(config: ExecutorConfig, required: bool = False) -> SceneConfig:
     base = Path(config.source).resolve().parent if config.source else None
     return SceneConfig(scene.models, scene.timestep, scene.contact_gap, scene.option, scene.floor,
                        {str(k): convert(v, float, f"scene.initial_positions.{k}")
-                        for k, v in initial.items()}, base)
+                        for k, v in initial.items()}, tuple(dict(e) for e in allowed), base)

@@ -1,0 +1,481 @@
+"""The allowed-collision matrix (ACM): the body pairs the replay check does not count, each with
+its reason, generated from the model as MoveIt's setup assistant generates its own.
+
+A pair is listed when:
+
+- ``filtered``: MuJoCo itself never reports it (both bodies fixed to the world, one rigid body,
+  parent and child, an ``<exclude>``, or no geom pair whose contype/conaffinity match). Listed
+  for the reader; the check needs nothing from it.
+- ``adjacent``: parent and child joined by a joint that MuJoCo's parent filter does not cover
+  (the parent is fixed to the world, e.g. an arm's first link on its base link). Never the
+  world body itself: it holds the floor and every fixed object, which stay checked.
+- ``always``: the two bodies (of one arm, or an arm's and a fixed one) are within the margin
+  in every one of ``samples`` configurations drawn uniformly within the arms' joint ranges
+  (seeded: the same model gives the same matrix). Checking them would refuse every plan. Two
+  arms in contact in every pose are a broken scene, never allowed.
+- ``never``: proven never closer than the margin anywhere in the joint ranges (a certified
+  lower bound over every configuration of the joints the pair's distance depends on, see
+  ``model/pair_distance.py``; at most two such joints). Skipping these is only an
+  optimization: they cannot collide, so a check with or without them counts the same
+  collisions (the clearances a report prints are those of the checked pairs). The bound holds
+  inside the joint ranges widened by ``RANGE_PAD``: the replay check refuses poses outside.
+- ``never_touch``: proven never closer than ``TOUCH_CLEARANCE`` (1 mm) in the joint ranges, by
+  the same bound, though inside the margin somewhere in them: the robot's own design, like the
+  OpenArm's wrist (link5 and the hand's base are 2.3 mm apart at the limits of joint 6, and
+  inside 5 mm in 40 % of the wrist's range). Such a pair cannot collide in any plan within the
+  ranges; checking it against the margin would refuse plans that use the wrist.
+- ``configured``: ``scene.allowed_collisions`` in the configuration, with the user's reason.
+  Every report of a check that skips such a pair says so.
+
+Pairs that depend on more joints and are not always in contact stay checked, however far apart
+they are in the samples: sampling can miss the configuration that brings them together.
+
+Only arm bodies can be in an ``adjacent``/``always`` pair with anything: every other body is
+held at the reference pose in a replay. The matrix is cached on disk by a fingerprint of the
+compiled model, the arms, the margin and the sampling (``cache_dir``).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Optional, Sequence
+
+import mujoco
+import numpy as np
+
+from mj_manipulator_ros.core.errors import ConfigError, JointLimitError
+from mj_manipulator_ros.model.arm_binding import ArmBinding
+from mj_manipulator_ros.model.pair_distance import MAX_EVALUATIONS, MAX_JOINTS, certify_pair
+from mj_manipulator_ros.model.reach import reach_matrix
+
+log = logging.getLogger(__name__)
+
+#: configurations sampled for the "always" pairs (MoveIt's setup assistant: 10,000)
+DEFAULT_SAMPLES = 10000
+_SEED = 20261201
+_FORMAT = 6   # bump when the generation changes: old cache entries are then ignored
+#: limited joint ranges are widened by this on each side for the ``never`` bound, rad or m
+RANGE_PAD = 0.01
+#: a ``never_touch`` pair is proven at least this far apart, m
+TOUCH_CLEARANCE = 0.001
+
+
+class AllowReason(str, enum.Enum):
+    """Why a pair is in the matrix."""
+
+    FILTERED = "filtered"       # MuJoCo never reports it
+    ADJACENT = "adjacent"       # parent and child across a joint, parent fixed to the world
+    ALWAYS = "always"           # within the margin in every sampled configuration
+    NEVER = "never"             # proven never within the margin in the joint ranges
+    NEVER_TOUCH = "never_touch"  # proven never within TOUCH_CLEARANCE in the joint ranges
+    CONFIGURED = "configured"   # scene.allowed_collisions
+
+
+_PROVEN = (AllowReason.NEVER, AllowReason.NEVER_TOUCH)
+
+
+@dataclass(frozen=True)
+class AllowedPair:
+    """One pair of bodies not counted by the check.
+
+    Attributes:
+        bodies: the two body names, in model order.
+        reason: see :class:`AllowReason`.
+        detail: the evidence (e.g. the sampled distances) or the configuration's text.
+        joints: for ``never``: the joints the bound covers (their ranges widened by
+            ``RANGE_PAD``).
+    """
+
+    bodies: tuple[str, str]
+    reason: AllowReason
+    detail: str
+    joints: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"a": self.bodies[0], "b": self.bodies[1], "reason": self.reason.value,
+                "detail": self.detail, "joints": list(self.joints)}
+
+
+@dataclass(frozen=True)
+class AllowedCollisionMatrix:
+    """The matrix of one model.
+
+    Attributes:
+        pairs: every listed pair.
+        samples: configurations sampled for ``always``.
+        margin: the distance below which a sampled pair counted as in contact, m.
+        fingerprint: of the model, arms, margin and sampling the matrix was generated for.
+    """
+
+    pairs: tuple[AllowedPair, ...]
+    samples: int
+    margin: float
+    fingerprint: str
+
+    def skipped(self) -> tuple[AllowedPair, ...]:
+        """The pairs the check skips: everything but ``filtered`` (which MuJoCo never reports)."""
+        return tuple(p for p in self.pairs if p.reason is not AllowReason.FILTERED)
+
+    def mask(self, model: mujoco.MjModel) -> np.ndarray:
+        """(nbody, nbody) bool, symmetric: True where the check skips the pair."""
+        out = np.zeros((model.nbody, model.nbody), dtype=bool)
+        for p in self.skipped():
+            a, b = (_body_id(model, n, "allowed collision") for n in p.bodies)
+            out[a, b] = out[b, a] = True
+        return out
+
+    def bounded_joints(self) -> frozenset:
+        """Joint names whose range the ``never`` pairs rely on."""
+        return frozenset(j for p in self.pairs if p.reason in _PROVEN for j in p.joints)
+
+    def check_poses(self, model: mujoco.MjModel, arms: Mapping[str, ArmBinding],
+                    positions: Mapping[str, np.ndarray], times: np.ndarray) -> None:
+        """Refuse poses outside the ranges the ``never`` pairs are proven in.
+
+        Args:
+            positions: arm -> (M, J) joint positions; times: (M,) s, for the message.
+
+        Raises:
+            JointLimitError: naming arm, joint, value, time and the range.
+        """
+        bounded = self.bounded_joints()
+        for name, arm in arms.items():
+            q = np.asarray(positions[name])
+            for k, joint in enumerate(arm.joint_names):
+                if joint not in bounded or not np.isfinite(arm.lower[k]):
+                    continue
+                lo, hi = arm.lower[k] - RANGE_PAD, arm.upper[k] + RANGE_PAD
+                bad = np.flatnonzero((q[:, k] < lo) | (q[:, k] > hi))
+                if bad.size:
+                    i = int(bad[0])
+                    raise JointLimitError(
+                        f"arm {name!r}, joint {joint!r}: the replay reaches {q[i, k]:.4f} at "
+                        f"{times[i]:.3f} s, outside the model's range [{arm.lower[k]:.4f}, "
+                        f"{arm.upper[k]:.4f}] widened by {RANGE_PAD:g}; the allowed-collision "
+                        "matrix proves its 'never' pairs only inside it (are the "
+                        "configuration's joint limits wider than the model's?)")
+
+    def count(self) -> dict[str, int]:
+        """Pairs per reason."""
+        return {r.value: sum(p.reason is r for p in self.pairs) for r in AllowReason}
+
+    def with_configured(self, model: mujoco.MjModel,
+                        entries: Sequence[Mapping[str, str]]) -> "AllowedCollisionMatrix":
+        """The matrix plus ``scene.allowed_collisions`` entries ``{a, b, reason}`` (body names).
+
+        Raises:
+            ConfigError: an unknown body (with the bodies available), a pair of one body, an
+                empty reason, or a pair listed twice by the configuration.
+        """
+        extra, seen = [], set()
+        for i, e in enumerate(entries):
+            where = f"scene.allowed_collisions[{i}]"
+            if not isinstance(e, Mapping) or set(e) != {"a", "b", "reason"}:
+                raise ConfigError(f"{where}: expected {{a: BODY, b: BODY, reason: TEXT}}, got {e!r}")
+            a, b = (_body_id(model, str(e[k]), where) for k in ("a", "b"))
+            if a == b:
+                raise ConfigError(f"{where}: a and b are the same body {e['a']!r}")
+            reason = str(e["reason"] or "").strip()
+            if not reason:
+                raise ConfigError(f"{where}: the pair {e['a']!r} x {e['b']!r} needs a reason "
+                                  "(it is printed with every check that skips it)")
+            key = (min(a, b), max(a, b))
+            if key in seen:
+                raise ConfigError(f"{where}: the pair {e['a']!r} x {e['b']!r} is listed twice")
+            seen.add(key)
+            extra.append(AllowedPair((model.body(key[0]).name, model.body(key[1]).name),
+                                     AllowReason.CONFIGURED, reason))
+        return AllowedCollisionMatrix(self.pairs + tuple(extra), self.samples, self.margin,
+                                      self.fingerprint)
+
+    def to_dict(self) -> dict:
+        return {"samples": self.samples, "margin": self.margin, "fingerprint": self.fingerprint,
+                "count": self.count(), "pairs": [p.to_dict() for p in self.pairs]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "AllowedCollisionMatrix":
+        pairs = tuple(AllowedPair((p["a"], p["b"]), AllowReason(p["reason"]), p["detail"],
+                                  tuple(p.get("joints", ()))) for p in d["pairs"])
+        return cls(pairs, int(d["samples"]), float(d["margin"]), str(d["fingerprint"]))
+
+    def table(self, include_filtered: bool = False) -> str:
+        """One line per pair (the ``filtered`` ones counted unless ``include_filtered``)."""
+        c = self.count()
+        lines = [f"allowed collisions: {len(self.skipped())} pairs not checked "
+                 f"({c['adjacent']} adjacent, {c['always']} always within "
+                 f"{self.margin * 1e3:g} mm in {self.samples} samples, {c['never']} proven "
+                 f"never within it, {c['never_touch']} proven never to touch, "
+                 f"{c['configured']} configured); {c['filtered']} more that MuJoCo never "
+                 "reports"]
+        for p in self.pairs:
+            if p.reason is AllowReason.FILTERED and not include_filtered:
+                continue
+            lines.append(f"  {p.bodies[0]} x {p.bodies[1]}: {p.reason.value} ({p.detail})")
+        return "\n".join(lines)
+
+
+def generate(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarray,
+             margin: float, samples: int = DEFAULT_SAMPLES,
+             cache_dir: Optional[Path] = None) -> AllowedCollisionMatrix:
+    """The generated matrix (no configured pairs) of ``model`` with ``arms`` moving and every
+    other joint at ``qpos``; read from the cache when this fingerprint was generated before.
+
+    Args:
+        model: the model (only read).
+        arms: arm name -> binding.
+        qpos: the reference pose, (nq,).
+        margin: m; a sampled pair closer than this is in contact.
+        samples: configurations to sample (>= 1).
+        cache_dir: where to keep matrices (default :func:`default_cache_dir`; None there: none).
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    fp = fingerprint(model, arms, qpos, margin, samples)
+    folder = cache_dir if cache_dir is not None else default_cache_dir()
+    path = folder / f"acm-{fp[:24]}.json" if folder is not None else None
+    if path is not None and path.is_file():
+        try:
+            acm = AllowedCollisionMatrix.from_dict(json.loads(path.read_text()))
+            if acm.fingerprint == fp:
+                return acm
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring the unreadable allowed-collision cache %s: %s", path, exc)
+    pairs = list(_filtered_and_adjacent(model, arms))
+    pairs += _always(model, arms, qpos, margin, samples)
+    pairs += _never(model, arms, qpos, margin, {frozenset(p.bodies) for p in pairs})
+    acm = AllowedCollisionMatrix(tuple(pairs), samples, margin, fp)
+    if path is not None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(acm.to_dict(), indent=1))
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("could not cache the allowed-collision matrix in %s: %s", folder, exc)
+    return acm
+
+
+def default_cache_dir() -> Optional[Path]:
+    """``$MJ_MANIPULATOR_CACHE`` (empty: no cache), else ``$XDG_CACHE_HOME`` or ``~/.cache``,
+    under ``mj_manipulator_ros``."""
+    env = os.environ.get("MJ_MANIPULATOR_CACHE")
+    if env is not None:
+        return Path(env) if env else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mj_manipulator_ros"
+
+
+#: the model arrays collision depends on (what a fingerprint hashes)
+_FIELDS = ("nq", "body_parentid", "body_weldid", "body_jntnum", "body_jntadr", "body_pos",
+           "body_quat", "body_ipos", "body_iquat", "jnt_type", "jnt_bodyid", "jnt_qposadr",
+           "jnt_pos", "jnt_axis", "jnt_range", "jnt_limited", "geom_type", "geom_contype",
+           "geom_conaffinity", "geom_bodyid", "geom_dataid", "geom_size", "geom_pos",
+           "geom_quat", "geom_rbound", "geom_aabb", "mesh_vertadr", "mesh_vertnum", "mesh_vert",
+           "mesh_pos", "mesh_quat", "mesh_graphadr", "mesh_graph", "exclude_signature",
+           "qpos0", "names")
+
+
+def fingerprint(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarray,
+                margin: float, samples: int) -> str:
+    """sha256 of what the generated matrix depends on: the model's kinematic tree, collision
+    geometry (meshes' vertices and convex hulls), filters and names, the arms' joints, the
+    reference pose, the margin and the sampling."""
+    h = hashlib.sha256()
+    for name in _FIELDS:
+        value = getattr(model, name, None)
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(value).tobytes() if value is not None else b"-")
+    h.update(str(int(model.opt.disableflags)).encode())
+    h.update(json.dumps({"arms": {a: list(b.joint_names) for a, b in arms.items()},
+                         "margin": float(margin), "samples": int(samples), "seed": _SEED,
+                         "format": _FORMAT, "mujoco": mujoco.__version__, "pad": RANGE_PAD,
+                         "never": [MAX_JOINTS, MAX_EVALUATIONS]},
+                        sort_keys=True).encode())
+    h.update(np.asarray(qpos, dtype=float).tobytes())
+    return h.hexdigest()
+
+
+# ---- generation ------------------------------------------------------------------------------
+def _active_bodies(model: mujoco.MjModel) -> dict[int, list[int]]:
+    """body -> its geoms that take part in collisions."""
+    out: dict[int, list[int]] = {}
+    for g in range(model.ngeom):
+        if model.geom_contype[g] or model.geom_conaffinity[g]:
+            out.setdefault(int(model.geom_bodyid[g]), []).append(g)
+    return out
+
+
+def _filtered_and_adjacent(model: mujoco.MjModel,
+                           arms: Mapping[str, ArmBinding]) -> Iterable[AllowedPair]:
+    bodies = _active_bodies(model)
+    weld, parent = model.body_weldid, model.body_parentid
+    excluded = {int(s) for s in model.exclude_signature[:model.nexclude]}
+    filter_parent = not model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT
+    moving = set().union(*(a.body_ids for a in arms.values())) if arms else set()
+    ids = sorted(bodies)
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            wa, wb = int(weld[a]), int(weld[b])
+            pa, pb = int(weld[parent[wa]]), int(weld[parent[wb]])
+            names = (model.body(a).name, model.body(b).name)
+            why = None
+            if wa == 0 and wb == 0:
+                why = "both fixed to the world"
+            elif wa == wb:
+                why = "one rigid body"
+            elif filter_parent and wa != 0 and wb != 0 and (pa == wb or pb == wa):
+                why = "parent and child (MuJoCo's parent filter)"
+            elif (a << 16) + b in excluded:
+                why = "<exclude> in the model"
+            elif not any((model.geom_contype[g] & model.geom_conaffinity[h]) or
+                         (model.geom_contype[h] & model.geom_conaffinity[g])
+                         for g in bodies[a] for h in bodies[b]):
+                why = "contype/conaffinity never match"
+            if why is not None:
+                yield AllowedPair(names, AllowReason.FILTERED, why)
+            elif (a in moving or b in moving) and ((parent[b] == a and a != 0)
+                                                   or (parent[a] == b and b != 0)):
+                child = b if parent[b] == a else a
+                joints = [model.joint(j).name for j in range(
+                    model.body_jntadr[child], model.body_jntadr[child] + model.body_jntnum[child])]
+                if joints:
+                    yield AllowedPair(names, AllowReason.ADJACENT,
+                                      f"joined by {', '.join(joints)}; the parent is fixed to "
+                                      "the world, so MuJoCo's parent filter does not apply")
+
+
+def _never(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarray,
+           margin: float, listed: set) -> list[AllowedPair]:
+    """Pairs (one body an arm's) whose distance depends on at most ``MAX_JOINTS`` arm joints
+    and is certified at or above ``margin`` over their ranges."""
+    if not arms:
+        return []
+    bodies = _active_bodies(model)
+    moved_by: dict[int, set] = {b: set() for b in bodies}   # body -> arm joints moving it
+    lip: dict[tuple[int, int], float] = {}                   # (joint, body) -> m per unit
+    for arm in arms.values():
+        rho = reach_matrix(model, arm, qpos)
+        for k, j in enumerate(arm.joint_ids):
+            for b, geoms in bodies.items():
+                if b in arm.body_ids and rho[geoms, k].max() > 0:
+                    moved_by[b].add(int(j))
+                    lip[(int(j), b)] = float(rho[geoms, k].max())
+    data = mujoco.MjData(model)
+    out = []
+    ids = sorted(bodies)
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            names = (model.body(a).name, model.body(b).name)
+            if frozenset(names) in listed or not (moved_by[a] or moved_by[b]):
+                continue
+            joints = sorted(moved_by[a] ^ moved_by[b])
+            if len(joints) > MAX_JOINTS:
+                continue
+            pairs = [(g, h) for g in bodies[a] for h in bodies[b]
+                     if (model.geom_contype[g] & model.geom_conaffinity[h])
+                     or (model.geom_contype[h] & model.geom_conaffinity[g])]
+            if not pairs:
+                continue
+            lipschitz = np.array([lip[(j, a)] if j in moved_by[a] else lip[(j, b)] for j in joints])
+            reason = AllowReason.NEVER
+            bound = certify_pair(model, data, qpos, pairs, joints, lipschitz, margin, RANGE_PAD)
+            if bound is None and TOUCH_CLEARANCE < margin:
+                reason = AllowReason.NEVER_TOUCH
+                bound = certify_pair(model, data, qpos, pairs, joints, lipschitz,
+                                     TOUCH_CLEARANCE, RANGE_PAD)
+            if bound is None:
+                continue
+            over = ", ".join(bound.joints) or "no arm joint (fixed)"
+            out.append(AllowedPair(names, reason,
+                                   f"certified >= {bound.lower * 1e3:.1f} mm over {over} in "
+                                   f"their ranges +- {RANGE_PAD:g}; closest measured "
+                                   f"{bound.closest * 1e3:.1f} mm in {bound.evaluations} boxes",
+                                   bound.joints))
+    return out
+
+
+def _always(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarray,
+            margin: float, samples: int) -> list[AllowedPair]:
+    """Pairs with an arm body within ``margin`` in every sampled configuration. Candidates come
+    from MuJoCo's own collision pass on the first sample; each later sample measures only the
+    remaining candidates (``mj_geomDistance``), dropping a pair the first time it is clear."""
+    if not arms:
+        return []
+    m = _with_margin(model, margin)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(_SEED)
+    lo = {n: np.where(np.isfinite(a.lower), a.lower, -np.pi) for n, a in arms.items()}
+    hi = {n: np.where(np.isfinite(a.upper), a.upper, np.pi) for n, a in arms.items()}
+    moving = set().union(*(a.body_ids for a in arms.values()))
+    owner = {b: n for n, a in arms.items() for b in a.body_ids}
+    skip = {(min(a, b), max(a, b)) for a, b in _skipped_ids(model, arms)}
+
+    def pose() -> None:
+        d.qpos[:] = qpos
+        for n, a in arms.items():
+            d.qpos[a.qpos_adr] = rng.uniform(lo[n], hi[n])
+        mujoco.mj_kinematics(m, d)
+
+    pose()
+    mujoco.mj_collision(m, d)
+    cand: dict[tuple[int, int], list] = {}   # body pair -> [geom pairs, min, max distance]
+    for k in range(d.ncon):
+        g1, g2 = (int(x) for x in d.contact.geom[k])
+        b1, b2 = int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])
+        key = (min(b1, b2), max(b1, b2))
+        o1, o2 = owner.get(b1), owner.get(b2)
+        if key in skip or not (b1 in moving or b2 in moving) or d.contact.dist[k] >= margin \
+                or (o1 is not None and o2 is not None and o1 != o2):
+            continue  # an arm with another arm in every pose is a broken scene: stays checked
+        cand.setdefault(key, [[], np.inf, -np.inf])
+    bodies = _active_bodies(model)
+    for key, entry in cand.items():
+        entry[0] = [(g, h) for g in bodies[key[0]] for h in bodies[key[1]]]
+    for s in range(samples):
+        if s > 0:
+            if not cand:
+                break
+            pose()
+        for key in list(cand):
+            pairs, _, _ = cand[key]
+            dist = min(mujoco.mj_geomDistance(m, d, g, h, margin, None) for g, h in pairs)
+            if dist >= margin:
+                del cand[key]
+                continue
+            cand[key][1] = min(cand[key][1], dist)
+            cand[key][2] = max(cand[key][2], dist)
+    return [AllowedPair((model.body(a).name, model.body(b).name), AllowReason.ALWAYS,
+                        f"within {margin * 1e3:g} mm in all {samples} samples: "
+                        f"{closest * 1e3:.2f} to {farthest * 1e3:.2f} mm")
+            for (a, b), (_, closest, farthest) in sorted(cand.items())]
+
+
+def _skipped_ids(model, arms) -> list[tuple[int, int]]:
+    out = []
+    for p in _filtered_and_adjacent(model, arms):
+        out.append(tuple(_body_id(model, n, "") for n in p.bodies))
+    return out
+
+
+def _with_margin(model: mujoco.MjModel, margin: float) -> mujoco.MjModel:
+    """A copy whose active geoms report pairs closer than ``margin`` (half on each geom)."""
+    import copy
+    m = copy.deepcopy(model)
+    active = (m.geom_contype != 0) | (m.geom_conaffinity != 0)
+    m.geom_margin[active] = margin / 2.0
+    m.geom_gap[:] = 0.0
+    return m
+
+
+def _body_id(model: mujoco.MjModel, name: str, where: str) -> int:
+    b = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+    if b < 0:
+        names = [model.body(i).name for i in range(model.nbody)]
+        raise ConfigError(f"{where}: body {name!r} is not in the model; bodies: {names}")
+    return b
