@@ -153,6 +153,7 @@ def _scene_info(args: argparse.Namespace) -> int:
                 raise MjManipulatorError(f"--timestep must be > 0 s, got {args.timestep}")
             cfg = dataclasses.replace(cfg, scene=dataclasses.replace(cfg.scene, timestep=args.timestep))
         scene = cfg.build_scene()
+        allowed = _allowed_collisions(args.config)
     except MjManipulatorError as exc:
         print(f"scene-info: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -162,7 +163,7 @@ def _scene_info(args: argparse.Namespace) -> int:
                           "gravity_compensation": cfg.sim.gravity_compensation.value,
                           **step.to_dict(),
                           **({"cosim_exchange": scene.exchange.to_dict()} if scene.exchange
-                             else {})}, indent=2))
+                             else {}), "allowed_collisions": allowed.to_dict()}, indent=2))
         return EXIT_OK
     if scene.exchange:
         print(scene.exchange.summary())
@@ -179,7 +180,17 @@ def _scene_info(args: argparse.Namespace) -> int:
     for c in sorted(step.caps, key=lambda c: (c.max_step, c.cap, c.element)):
         print(f"{c.cap:<11} {c.element[:52]:<52} {c.max_step * 1e3:>11.3f} "
               f"{'yes' if c.ok else 'NO':>3}  {c.cost}")
+    print(allowed.table(include_filtered=args.all_pairs))
     return EXIT_OK
+
+
+def _allowed_collisions(config_path: str):
+    """The replay check's allowed-collision matrix for a configuration (its kinematic scene, the
+    default margin, the configuration's own entries)."""
+    from mj_manipulator_ros.check.preflight import scene_checker
+    from mj_manipulator_ros.model.limits import load_config_with_model
+
+    return scene_checker(load_config_with_model(config_path)).allowed
 
 
 def _check_plan(args: argparse.Namespace) -> int:
@@ -215,8 +226,7 @@ def _check_plan(args: argparse.Namespace) -> int:
             raise MjManipulatorError("--skew ARM=S needs --mode skewed")
         if args.every < 1:
             raise MjManipulatorError(f"--every must be >= 1, got {args.every}")
-        checker = scene_checker(config, margin=args.margin, arm_env=args.arm_env,
-                                self_collision=args.self_collision)
+        checker = scene_checker(config, margin=args.margin)
         plan, timeline = None, None
         if args.mode == "recorded":
             joints = {a.name: a.joint_names for a in config.arms}
@@ -295,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--control-rate", type=float, metavar="HZ", help="instead of sim.control_rate_hz")
     p.add_argument("--timestep", type=float, metavar="S", help="pin the step (instead of scene.timestep)")
     p.add_argument("--json", action="store_true", help="print everything as JSON")
+    p.add_argument("--all-pairs", action="store_true", help="also list the body pairs MuJoCo "
+                   "itself never reports (the allowed-collision matrix's 'filtered' pairs)")
     p.set_defaults(func=_scene_info)
 
     p = sub.add_parser("execute", help="run a plan file on live controllers, synchronized")
@@ -324,9 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dt", type=float, help="check on a uniform grid of this step (s)")
     p.add_argument("--discrete", action="store_true", help="skip the between-states check")
     p.add_argument("--margin", type=float, default=0.005, help="collision margin, m (5 mm)")
-    p.add_argument("--arm-env", action="store_true", help="also check arm-environment pairs")
+    p.add_argument("--arm-env", action="store_true",
+                   help="accepted for old scripts: arm-environment pairs are checked by default")
     p.add_argument("--self", dest="self_collision", action="store_true",
-                   help="also check self-collision")
+                   help="accepted for old scripts: self-collision is checked by default")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--image", help="write a PNG of the worst state")
     p.add_argument("--plot", help="write a PNG of clearance against time")

@@ -4,6 +4,8 @@ and a check that no test leaves a thread behind."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import time
 
@@ -17,6 +19,18 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering without a display
+    # The allowed-collision matrices this session generates (model/allowed_collisions.py), in
+    # a folder of its own: never one cached by another version of the code.
+    if "MJ_MANIPULATOR_CACHE" not in os.environ:
+        os.environ["MJ_MANIPULATOR_CACHE"] = tempfile.mkdtemp(prefix="mjm-acm-")
+        config._mjm_cache = os.environ["MJ_MANIPULATOR_CACHE"]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = getattr(config, "_mjm_cache", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop("MJ_MANIPULATOR_CACHE", None)
 
 
 @pytest.fixture

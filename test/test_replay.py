@@ -110,11 +110,14 @@ def test_thin_fast_link_missed_by_discrete_found_by_continuous(tmp_path) -> None
     assert cont.extra_states_checked >= 1
 
 
-def test_arm_environment_only_on_request(tmp_path) -> None:
+def test_arm_environment_by_default_and_off_only_when_asked(tmp_path) -> None:
     cfg = scene_config(tmp_path, separation=3.0, pole=True)
     plan = plan_of([[0, 0], [0, 0]], [[0, 0], [0, 0]], [0.0, 1.0])  # left's link lies on the pole
-    assert checker_for(cfg)[0].check(plan).collision_free
-    assert not checker_for(cfg, arm_env=True)[0].check(plan).collision_free
+    report = checker_for(cfg)[0].check(plan)
+    assert not report.collision_free
+    assert report.pairs and all(p.arms == ("left", "environment") and p.geoms[1] == "env_pole"
+                                for p in report.pairs)
+    assert checker_for(cfg, arm_env=False)[0].check(plan).collision_free
 
 
 def test_mujoco_filters_are_respected(tmp_path) -> None:

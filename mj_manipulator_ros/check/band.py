@@ -141,7 +141,8 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
                  for c in codes}
     report = checker._report("band", np.array(state_times), states, clearance, between,
                              uncertified, extra, True)
-    return replace(report, skew=float(skew), band_collision=None if first is None else {
+    scope = dict(report.scope or {}, checked=["arm-arm"])  # an arm's own pairs: synchronized
+    return replace(report, skew=float(skew), scope=scope, band_collision=None if first is None else {
         "arms": [first[0], first[1]], "t1": first[2], "t2": first[3]})
 
 

@@ -85,6 +85,8 @@ def render_worst(checker: PlanReplayChecker, report: ReplayReport, plan, path: P
              + (f"penetration {depth * 1e3:.0f} mm, {report.colliding_states} of "
                 f"{report.states_checked} states colliding" if report.pairs else
                 "closest approach, no collision"))
+    if at:
+        title += "\n" + "; ".join(f"{p.bodies[0]} x {p.bodies[1]}" for p in at[:3])
     return render_state(checker, poses, path, geoms, title=title)
 
 

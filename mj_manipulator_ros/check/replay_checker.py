@@ -3,7 +3,10 @@
 Each checked state: the arms' joints are set on the checker's **own** MjData (never the
 simulator's), ``mj_kinematics`` + ``mj_collision`` run, and contacts are attributed to arms by
 body. MuJoCo's own filters apply unchanged (contype/conaffinity, parent/child, ``<exclude>``).
-Pairs checked: arm-arm by default; arm-environment and self-collision on request.
+Pairs checked, by default: arm-arm, arm-environment (the robot's own fixed structure, the
+floor, every other model of the scene) and self-collision within an arm, except the pairs of
+the allowed-collision matrix (``model/allowed_collisions.py``: adjacent links, pairs within
+the margin in every sampled configuration, and the configuration's own entries).
 
 Distances come from MuJoCo's contacts with every geom's margin raised (on the checker's copy of
 the model) so that pairs closer than ``horizon`` report their signed distance. A pair closer
@@ -38,6 +41,8 @@ from typing import Callable, Mapping, Optional
 import mujoco
 import numpy as np
 
+from mj_manipulator_ros.model.allowed_collisions import (AllowReason, AllowedCollisionMatrix,
+                                                          generate)
 from mj_manipulator_ros.model.arm_binding import ArmBinding
 from mj_manipulator_ros.model.reach import reach_matrix
 from mj_manipulator_ros.core.plan import MultiArmPlan
@@ -99,16 +104,25 @@ class PlanReplayChecker:
         base_qpos: qpos of everything that is not an arm joint, shape (nq,).
         margin: distance below which a pair counts as colliding, m.
         horizon: distances are measured up to this, m (clearances beyond read as >= horizon).
-        arm_env, self_collision: also check arm-environment / arm-self pairs.
+        arm_env, self_collision: check arm-environment / arm-self pairs (both by default).
         max_depth: halvings of an interval before giving up on certifying it.
+        allowed: the allowed-collision matrix (default: generated from the model for this
+            margin, see ``model/allowed_collisions.py``); its pairs are not counted.
+        configured: ``scene.allowed_collisions`` entries added to the generated matrix.
     """
 
     def __init__(self, model: mujoco.MjModel, arms: Mapping[str, ArmBinding],
                  base_qpos: np.ndarray, margin: float = 0.005, horizon: float = 0.10,
-                 arm_env: bool = False, self_collision: bool = False, max_depth: int = 10) -> None:
+                 arm_env: bool = True, self_collision: bool = True, max_depth: int = 10,
+                 allowed: Optional[AllowedCollisionMatrix] = None,
+                 configured: tuple = ()) -> None:
         if not 0 <= margin < horizon:
             raise ValueError(f"need 0 <= margin < horizon, got margin={margin}, horizon={horizon}")
         verify_margin_rule()
+        if allowed is None:
+            allowed = generate(model, arms, base_qpos, margin)
+        self.allowed = allowed.with_configured(model, configured) if configured else allowed
+        self._allowed_mask = self.allowed.mask(model)
         self.overflow_states = 0  # states whose contact buffer filled up (contacts dropped)
         self.arms = dict(arms)
         self.arm_names = list(self.arms)
@@ -116,11 +130,11 @@ class PlanReplayChecker:
         self.arm_env, self.self_collision = arm_env, self_collision
         self.base_qpos = np.array(base_qpos, dtype=float)
         self._lock = threading.Lock()  # one check at a time on the checker's own MjData
-        # Two copies of the model: geom margins raised so that pairs closer than `horizon`
-        # report a distance (continuous check, clearances), or only up to `margin` (discrete
-        # check: collisions only, as fast as plain mj_collision allows).
+        # Copies of the model: geom margins raised so that pairs closer than `horizon` report a
+        # distance (continuous check, clearances), or only up to `margin` (discrete check:
+        # collisions only); "pairs" is "near" with arm-arm pairs only (the stop band's).
         self._models = {}
-        for name, reach in (("near", horizon), ("tight", max(margin, 1e-6))):
+        for name, reach in (("near", horizon), ("pairs", horizon), ("tight", max(margin, 1e-6))):
             mm = copy.deepcopy(model)
             active = (mm.geom_contype != 0) | (mm.geom_conaffinity != 0)
             mm.geom_margin[active] = reach / 2.0
@@ -128,11 +142,11 @@ class PlanReplayChecker:
             self._models[name] = (mm, mujoco.MjData(mm), reach)
         self.model, self.data, self._reach_now = self._models["near"]
         m = self.model
-        body_owner = np.full(m.nbody, ENV)  # geom -> owning arm index (ENV: the environment)
+        self.body_owner = np.full(m.nbody, ENV)  # body -> owning arm index (ENV: environment)
         for k, arm in enumerate(self.arms.values()):
             for b in arm.body_ids:
-                body_owner[b] = k
-        self.geom_owner = body_owner[m.geom_bodyid]
+                self.body_owner[b] = k
+        self.geom_owner = self.body_owner[m.geom_bodyid]
         n = len(self.arm_names)
         # owner x owner -> category (ENV = -1 indexes the last row/column)
         owners = np.arange(-1, n)
@@ -141,43 +155,78 @@ class PlanReplayChecker:
         for i, a in enumerate(owners):
             for k, b in enumerate(owners):
                 self._pair_category[a, b] = table[i, k]
-        self.narrowed = self._narrow_pairs()
+        self.narrowed = {name: self._narrow(mm, arm_arm_only=(name == "pairs"))
+                         for name, (mm, _, _) in self._models.items()}
         self._rho = {name: reach_matrix(self.model, arm, self.base_qpos)
                      for name, arm in self.arms.items()}
 
-    def _narrow_pairs(self) -> bool:
-        """Let MuJoCo test only the requested categories (arm-arm, and arm-env/self on request),
-        by giving each arm its own contype bit. Done only when the model's own contype/
-        conaffinity let every pair of active geoms collide (then the new bits never enable a
-        pair the model filters out; parent/child and <exclude> filters still apply). Returns
-        whether it was done; otherwise the categories are filtered after mj_collision."""
-        m = self.model
-        n = len(self.arm_names)
-        ct, ca = m.geom_contype, m.geom_conaffinity
+    def _narrow(self, mm: mujoco.MjModel, arm_arm_only: bool) -> str:
+        """Let MuJoCo test only the pairs the check counts, so that skipped pairs cost nothing:
+        one contype bit per body with collision geoms, each body's conaffinity the bits of the
+        bodies it is checked against (requested categories, minus the allowed-collision matrix).
+        With more than 31 such bodies, one bit per arm (categories only). Done only when the
+        model's own contype/conaffinity let every pair of active geoms collide (then the new bits
+        never enable a pair the model filters out; parent/child and <exclude> filters still
+        apply). Either way every contact is also filtered after mj_collision, so the result never
+        depends on this. Returns "bodies", "arms" or "none"."""
+        ct, ca = mm.geom_contype, mm.geom_conaffinity
         active = (ct != 0) | (ca != 0)
         combos = {(int(a), int(b)) for a, b in zip(ct[active], ca[active])}
-        if n + 1 > 31 or not all((a1 & b2) or (a2 & b1) for a1, b1 in combos for a2, b2 in combos):
-            return False
-        env_bit = 1 << n
-        arm_bits = (1 << n) - 1
-        for mm, _, _ in self._models.values():
-            for g in np.flatnonzero(active):
-                o = self.geom_owner[g]
-                if o == ENV:
-                    mm.geom_contype[g] = env_bit if self.arm_env else 0
-                    mm.geom_conaffinity[g] = arm_bits if self.arm_env else 0
-                else:
-                    mine = 1 << int(o)
-                    mm.geom_contype[g] = mine
-                    mm.geom_conaffinity[g] = (arm_bits & ~mine) | (env_bit if self.arm_env else 0) \
-                        | (mine if self.self_collision else 0)
-        return True
+        if not all((a1 & b2) or (a2 & b1) for a1, b1 in combos for a2, b2 in combos):
+            return "none"
+        bodies = sorted({int(b) for b in mm.geom_bodyid[active]})
+        own = self.body_owner[bodies]
+        cat = self._pair_category[own[:, None], own[None, :]]
+        if arm_arm_only:
+            cat = np.where((own[:, None] != ENV) & (own[None, :] != ENV)
+                           & (own[:, None] != own[None, :]), cat, -1)
+        collide = (cat >= 0) & ~self._allowed_mask[np.ix_(bodies, bodies)]
+        if len(bodies) <= 31:
+            bit = {b: 1 << k for k, b in enumerate(bodies)}
+            for k, b in enumerate(bodies):
+                aff = 0
+                for j in np.flatnonzero(collide[k]):
+                    aff |= bit[bodies[j]]
+                geoms = np.flatnonzero(active & (mm.geom_bodyid == b))
+                mm.geom_contype[geoms] = bit[b]
+                mm.geom_conaffinity[geoms] = aff
+            return "bodies"
+        n = len(self.arm_names)
+        if n + 1 > 31:
+            return "none"
+        env_bit, arm_bits = 1 << n, (1 << n) - 1
+        env = self.arm_env and not arm_arm_only
+        for g in np.flatnonzero(active):
+            o = self.geom_owner[g]
+            if o == ENV:
+                mm.geom_contype[g] = env_bit if env else 0
+                mm.geom_conaffinity[g] = arm_bits if env else 0
+            else:
+                mine = 1 << int(o)
+                mm.geom_contype[g] = mine
+                mm.geom_conaffinity[g] = (arm_bits & ~mine) | (env_bit if env else 0) \
+                    | (mine if self.self_collision and not arm_arm_only else 0)
+        return "arms"
 
     @classmethod
     def from_scene(cls, scene, **kwargs) -> "PlanReplayChecker":
         """From a :class:`mj_manipulator_ros.model.scene.Scene` (or anything with model, arms,
-        initial_qpos)."""
+        initial_qpos), with its configuration's ``allowed_collisions``."""
+        config = getattr(scene, "config", None)
+        if config is not None and "configured" not in kwargs:
+            kwargs["configured"] = tuple(config.allowed_collisions)
         return cls(scene.model, scene.arms, scene.initial_qpos, **kwargs)
+
+    def scope(self) -> dict:
+        """What a check covers: the categories of pairs, the allowed pairs per reason, and the
+        configuration's own entries (listed: a configured pair is never skipped silently)."""
+        cats = ["arm-arm"] + (["arm-environment"] if self.arm_env else []) + \
+            (["self"] if self.self_collision else [])
+        count = self.allowed.count()
+        return {"checked": cats,
+                "allowed": {k: v for k, v in count.items() if k != AllowReason.FILTERED.value},
+                "configured": [f"{p.bodies[0]} x {p.bodies[1]} ({p.detail})"
+                               for p in self.allowed.pairs if p.reason is AllowReason.CONFIGURED]}
 
     # ---- construction helpers -----------------------------------------------------------------
     # ---- one state ------------------------------------------------------------------------------
@@ -221,7 +270,8 @@ class PlanReplayChecker:
         contact = d.contact
         geoms = contact.geom
         cat = self._pair_category[self.geom_owner[geoms[:, 0]], self.geom_owner[geoms[:, 1]]]
-        keep = cat >= 0
+        bodies = self.model.geom_bodyid[geoms]
+        keep = (cat >= 0) & ~self._allowed_mask[bodies[:, 0], bodies[:, 1]]
         if not keep.any():
             return state
         dist = contact.dist
@@ -261,7 +311,11 @@ class PlanReplayChecker:
             if ReplayMode(mode) is ReplayMode.BAND:
                 if plan is None or skew is None:
                     raise ValueError("the band replay needs a plan and a skew (s)")
-                self.model, self.data, self._reach_now = self._models["near"]
+                self.model, self.data, self._reach_now = self._models["pairs"]
+                if all(a in plan.arms for a in self.arm_names):
+                    self.allowed.check_poses(self.model, self.arms,
+                                             {a: plan[a].positions for a in self.arm_names},
+                                             plan[self.arm_names[0]].times)
                 overflow_before = self.overflow_states
                 report = check_band(self, plan, skew)
                 overflow = self.overflow_states - overflow_before
@@ -281,6 +335,7 @@ class PlanReplayChecker:
         missing = [a for a in self.arm_names if a not in timeline.positions]
         if missing:
             raise ValueError(f"the timeline has no poses for arm(s) {missing}")
+        self.allowed.check_poses(self.model, self.arms, timeline.positions, timeline.times)
         idx = np.arange(0, len(timeline), max(1, every))
         if idx[-1] != len(timeline) - 1:
             idx = np.append(idx, len(timeline) - 1)
@@ -390,7 +445,8 @@ class PlanReplayChecker:
         min_clear = {}
         for c, trace in clearance.items():
             i, j = self._category_arms(c)
-            label = "-".join([self.arm_names[i], "environment" if j is None else self.arm_names[j]])
+            label = "-".join([self.arm_names[i], "environment" if j is None else
+                              ("self" if j == i else self.arm_names[j])])
             k = int(np.argmin(trace))
             min_clear[label] = {"distance": float(trace[k]), "time": float(times[k]),
                                 "at_least": bool(trace[k] >= self._reach_now)}
@@ -406,7 +462,7 @@ class PlanReplayChecker:
             between_state_collisions=len(between), uncertified_intervals=uncertified,
             extra_states_checked=extra, margin=self.margin, horizon=self._reach_now,
             worst_time=worst_time, times=times, clearance_traces={
-                lbl: clearance[c] for lbl, c in zip(min_clear, clearance)})
+                lbl: clearance[c] for lbl, c in zip(min_clear, clearance)}, scope=self.scope())
 
     def _owner_name(self, g: int) -> str:
         o = self.geom_owner[g]

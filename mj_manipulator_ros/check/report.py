@@ -54,6 +54,7 @@ class ReplayReport:
     worst_time: Optional[float] = None
     skew: Optional[float] = None            # band mode: the widest |t1 - t2| covered, s
     band_collision: Optional[Mapping] = None  # band mode: {"arms": [a, b], "t1", "t2"} first found
+    scope: Optional[Mapping] = None   # what was checked (PlanReplayChecker.scope)
     times: np.ndarray = field(default=None, repr=False, compare=False)
     clearance_traces: Mapping[str, np.ndarray] = field(default=None, repr=False, compare=False)
 
@@ -73,7 +74,7 @@ class ReplayReport:
                 "extra_states_checked": self.extra_states_checked,
                 "contact_overflow_states": self.contact_overflow_states,
                 "margin": self.margin, "horizon": self.horizon, "worst_time": self.worst_time,
-                "skew": self.skew, "band_collision": self.band_collision}
+                "skew": self.skew, "band_collision": self.band_collision, "scope": self.scope}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -88,6 +89,12 @@ class ReplayReport:
         if self.skew is not None:
             head += f"; band |t1 - t2| <= {self.skew * 1e3:.0f} ms"
         lines = [head]
+        if self.scope is not None:
+            allowed = ", ".join(f"{n} {r}" for r, n in self.scope["allowed"].items() if n)
+            lines.append(f"  checked: {', '.join(self.scope['checked'])}; not counted: "
+                         f"{allowed or 'no pairs'} (allowed-collision matrix)")
+            for entry in self.scope["configured"]:
+                lines.append(f"  NOT CHECKED (scene.allowed_collisions): {entry}")
         if self.band_collision is not None:
             b = self.band_collision
             lines.append(f"  {b['arms'][0]} at plan time {b['t1']:.3f} s and {b['arms'][1]} at "
@@ -98,8 +105,10 @@ class ReplayReport:
         if self.first_collision_time is not None:
             lines.append(f"  first collision at {self.first_collision_time:.3f} s")
         for p in self.pairs[:5]:
-            lines.append(f"  {p.arms[0]}/{p.bodies[0]} x {p.arms[1]}/{p.bodies[1]}: max "
-                         f"penetration {p.max_penetration * 1e3:.1f} mm, first at {p.first_time:.3f} s")
+            depth = (f"max penetration {p.max_penetration * 1e3:.1f} mm" if p.max_penetration > 0
+                     else f"closest {p.min_distance * 1e3:.1f} mm (inside the margin)")
+            lines.append(f"  {p.arms[0]}/{p.bodies[0]} x {p.arms[1]}/{p.bodies[1]}: {depth}, "
+                         f"first at {p.first_time:.3f} s")
         for label, c in self.min_clearance.items():
             d = f">= {c['distance'] * 1e3:.0f}" if c["at_least"] else f"{c['distance'] * 1e3:.1f}"
             lines.append(f"  min clearance {label}: {d} mm at {c['time']:.3f} s")
