@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["executor_bench.py", "sim_bench.py", "replay_bench.py", "watch_bench.py",
-              "torque_bench.py", "cosim_bench.py", "multihost_bench.py"]
+BENCHMARKS = ["executor_bench.py", "sim_bench.py", "replay_bench.py", "gate_bench.py",
+              "watch_bench.py", "torque_bench.py", "cosim_bench.py", "multihost_bench.py"]
 
 
 def main() -> int:

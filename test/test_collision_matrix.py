@@ -359,3 +359,43 @@ def test_the_matrix_is_cached_by_fingerprint(tmp_path) -> None:
                     cache_dir=tmp_path / "c") == first
     other = generate(scene.model, scene.arms, scene.initial_qpos, 0.01, cache_dir=tmp_path / "c")
     assert other.fingerprint != first.fingerprint and len(list((tmp_path / "c").glob("*.json"))) == 2
+
+
+def test_allowed_collisions_in_parameter_file_form(tmp_path) -> None:
+    """ROS parameters cannot hold lists of mappings: names, each with its own section."""
+    cfg = robot_config(tmp_path)
+    scene = dict(cfg.extra["scene"])
+    models = scene.pop("models")
+    params = {"arms": ["left", "right"],
+              **{a.name: {"joint_names": list(a.joint_names)} for a in cfg.arms},
+              "scene": {**scene, "models": [f"m{k}" for k in range(len(models))],
+                        **{f"m{k}": m for k, m in enumerate(models)},
+                        "allowed_collisions": ["bumper"],
+                        "bumper": {"a": "left_fore", "b": "left_block", "reason": "foam"}}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
+    checker = scene_checker(load_config(path))
+    assert [(p.bodies, p.detail) for p in checker.allowed.pairs
+            if p.reason is AllowReason.CONFIGURED] == [(("left_fore", "left_block"), "foam")]
+    params["scene"]["allowed_collisions"] = ["missing"]
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
+    with pytest.raises(ConfigError, match="lists 'missing' but scene has no section 'missing'"):
+        load_config(path)
+
+
+def test_a_spline_overshooting_the_proven_ranges_between_states_is_refused(tmp_path) -> None:
+    """Waypoints inside the range, the cubic spline between them outside: refused too."""
+    cfg = robot_config(tmp_path)
+    checker = scene_checker(cfg)
+    joint = sorted(checker.allowed.bounded_joints())[0]
+    arm = next(a for a, b in checker.arms.items() if joint in b.joint_names)
+    k = checker.arms[arm].joint_names.index(joint)
+    top = checker.arms[arm].upper[k]
+    q, v = np.zeros((3, 3)), np.zeros((3, 3))
+    q[1, k], v[1, k] = top - 0.005, 2.0   # at the top, still rising fast: the spline overshoots
+    plan = MultiArmPlan({a: ArmTrajectory(b.joint_names, [0.0, 0.5, 1.0],
+                                          q if a == arm else np.zeros((3, 3)),
+                                          v if a == arm else np.zeros((3, 3)))
+                         for a, b in checker.arms.items()})
+    with pytest.raises(JointLimitError, match=f"joint '{joint}'.*outside the model's range"):
+        checker.check(plan)

@@ -46,6 +46,7 @@ from mj_manipulator_ros.model.allowed_collisions import (AllowReason, AllowedCol
 from mj_manipulator_ros.model.arm_binding import ArmBinding
 from mj_manipulator_ros.model.reach import reach_matrix
 from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.spline_peaks import segment_peaks
 from mj_manipulator_ros.check.band import check_band
 from mj_manipulator_ros.check.report import PairHit, ReplayReport
 from mj_manipulator_ros.check.timeline import ReplayMode, Timeline, build_timeline
@@ -312,10 +313,7 @@ class PlanReplayChecker:
                 if plan is None or skew is None:
                     raise ValueError("the band replay needs a plan and a skew (s)")
                 self.model, self.data, self._reach_now = self._models["pairs"]
-                if all(a in plan.arms for a in self.arm_names):
-                    self.allowed.check_poses(self.model, self.arms,
-                                             {a: plan[a].positions for a in self.arm_names},
-                                             plan[self.arm_names[0]].times)
+                self._check_ranges(plan, None)
                 overflow_before = self.overflow_states
                 report = check_band(self, plan, skew)
                 overflow = self.overflow_states - overflow_before
@@ -335,7 +333,7 @@ class PlanReplayChecker:
         missing = [a for a in self.arm_names if a not in timeline.positions]
         if missing:
             raise ValueError(f"the timeline has no poses for arm(s) {missing}")
-        self.allowed.check_poses(self.model, self.arms, timeline.positions, timeline.times)
+        self._check_ranges(plan, timeline)
         idx = np.arange(0, len(timeline), max(1, every))
         if idx[-1] != len(timeline) - 1:
             idx = np.append(idx, len(timeline) - 1)
@@ -372,6 +370,23 @@ class PlanReplayChecker:
                               continuous)
         overflow = self.overflow_states - overflow_before
         return dataclasses.replace(report, contact_overflow_states=overflow) if overflow else report
+
+    def _check_ranges(self, plan: Optional[MultiArmPlan], timeline: Optional[Timeline]) -> None:
+        """The matrix's proven pairs hold inside the joint ranges: refuse a replay that leaves
+        them, at its states and, for a plan, anywhere on its splines (exact extremes)."""
+        if not self.allowed.bounded_joints():
+            return
+        if timeline is not None:
+            self.allowed.check_poses(self.model, self.arms, timeline.positions, timeline.times)
+        if plan is None or not all(a in plan.arms for a in self.arm_names):
+            return
+        positions, times = {}, None
+        for a in self.arm_names:
+            traj = plan[a]
+            peaks = segment_peaks(traj)
+            positions[a] = np.vstack([traj.positions, peaks.position_min, peaks.position_max])
+            times = np.concatenate([traj.times, traj.times[:-1], traj.times[:-1]])
+        self.allowed.check_poses(self.model, self.arms, positions, times)
 
     def _bound(self, arm: str, dq: np.ndarray) -> float:
         """Max displacement (m) of any geom of the arm when its joints travel at most dq (J,)."""

@@ -246,6 +246,8 @@ def generate(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.nda
                 return acm
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring the unreadable allowed-collision cache %s: %s", path, exc)
+    log.info("generating the allowed-collision matrix (%d samples; once per model%s)", samples,
+             f", cached in {folder}" if folder is not None else "")
     pairs = list(_filtered_and_adjacent(model, arms))
     pairs += _always(model, arms, qpos, margin, samples)
     pairs += _never(model, arms, qpos, margin, {frozenset(p.bodies) for p in pairs})
