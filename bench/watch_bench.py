@@ -8,11 +8,14 @@
    whose stamp shows the threshold crossed (the same watch replayed over the recorded messages)
    to the peer's cancel request, in ms and in joint-state periods (median, p99).
 3. False trips: synchronized executions of the wave plan on the healthy pair (none expected;
-   measured 0 in 100).
+   measured 0 in 100), on sim time (3x), where a stall stops the clock too; and again on the
+   system clock at real time beside one busy loop (a ``while True: pass`` process), where a
+   stall of the simulator or of the executor is seen by the watch: every failure counted, by
+   reason.
 4. Speed change: 1.0 -> 0.5 one second into the wave plan; the largest progress skew between
    the arms the watch measured (the arms should keep one plan time).
 
-Usage: python bench/watch_bench.py [--runs 20] [--clean 100]
+Usage: python bench/watch_bench.py [--runs 20] [--clean 100] [--busy-clean 20]
 """
 
 from __future__ import annotations
@@ -159,12 +162,64 @@ def executions(runs: int, clean: int) -> dict:
     }
 
 
+def busy_system_clock(runs: int) -> dict:
+    """The healthy pair on the system clock at real time, one busy loop beside it: outcomes of
+    ``runs`` wave executions (each from the plan's start)."""
+    import subprocess
+    import sys
+
+    from mj_manipulator_ros.core.approach import approach_plan
+    from mj_manipulator_ros.ros.context import RosContext
+    from mj_manipulator_ros.ros.executor import MultiArmExecutor
+    from mj_manipulator_ros.sim.sim_config import sim_config
+    from mj_manipulator_ros.sim.sim_node import SimNode
+
+    data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
+    data["sim"].update(use_sim_time=False, real_time_factor=1.0, joint_state_rate_hz=100.0)
+    data["execution"].update(use_sim_time=False)
+    tmp = Path(tempfile.mkdtemp())
+    path = tmp / "busy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = load_config_with_model(path)
+    wave = load_plan(share_dir() / "config/plans/openarm_wave.yaml")
+    outcomes: dict = {}
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        with RosContext() as ros:
+            sim = SimNode(sim_config(config), context=ros.context).start()
+            try:
+                with MultiArmExecutor(config, context=ros.context) as executor:
+                    for _ in range(runs):
+                        measured = executor.start_check.measured(wave.arm_names)
+                        executor.execute(approach_plan(config, measured, {
+                            a: wave[a].positions[0] for a in wave.arm_names}, 0.5))
+                        report = executor.execute(wave)
+                        f = report.first_failure
+                        key = f.reason.value if f else "succeeded"
+                        outcomes[key] = outcomes.get(key, 0) + 1
+                health = sim.shared.health().summary()
+            finally:
+                sim.close()
+    finally:
+        busy.kill()
+        busy.wait(10)
+    return {"busy_loops": 1, "clock": "system", "busy_runs": runs, "busy_outcomes": outcomes,
+            "busy_false_trips": runs - outcomes.get("succeeded", 0), "busy_sim_health": health}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--clean", type=int, default=100)
+    parser.add_argument("--busy-clean", type=int, default=20)
+    parser.add_argument("--busy-only", action="store_true",
+                        help="only the system-clock runs beside a busy loop")
     args = parser.parse_args()
-    out = {"benchmark": "execution_watch", **cost_per_message(), **executions(args.runs, args.clean)}
+    if args.busy_only:
+        out = {"benchmark": "execution_watch", **busy_system_clock(args.busy_clean)}
+    else:
+        out = {"benchmark": "execution_watch", **cost_per_message(),
+               **executions(args.runs, args.clean), **busy_system_clock(args.busy_clean)}
     print(json.dumps(out, indent=2))
 
 

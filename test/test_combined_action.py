@@ -275,3 +275,22 @@ def test_an_exception_in_the_goal_callback_rejects_and_the_node_serves_on(combin
     assert second is not None and second.accepted
     assert result(ex, second).status == GoalStatus.STATUS_SUCCEEDED
     assert len(ctl["left"].goals) == 1 and len(ctl["right"].goals) == 1
+
+
+def test_the_execution_nodes_bag_opens_in_every_reader(combined, tmp_path) -> None:
+    """execution.record_dir: each combined goal's bag, read back with mcap/mcap_ros2/rclpy and
+    with rosbags' AnyReader (every message on every topic deserialized, counts equal)."""
+    from bag_reader import read_bag
+    from mj_manipulator_ros.ros.bag_recorder import EVENTS_TOPIC, goal_topic
+
+    client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"},
+                                                record_dir=str(tmp_path / "bags"))
+    handle = send(client, client_exec, combined_goal())
+    assert handle.accepted
+    assert result(client_exec, handle).status == GoalStatus.STATUS_SUCCEEDED
+    assert server.last_record is not None and server.last_record.parent == tmp_path / "bags"
+    bag = read_bag(server.last_record)
+    events = bag.decoded(EVENTS_TOPIC)
+    assert events, "the executor's events were recorded"
+    for arm in ("left", "right"):
+        assert len(bag.on(goal_topic(arm))) == 1, f"{arm}'s goal was recorded once"
