@@ -247,3 +247,61 @@ def test_no_clock_yet_is_said_not_blamed_on_the_joint_states(ros) -> None:
     finally:
         monitor.close()
         node.destroy_node()
+
+
+def test_joint_states_received_before_the_first_clock_do_not_count_as_an_offset(ros) -> None:
+    """On sim time, joint states stamped at 0.05 s arrive before this process's first /clock
+    (its clock reads 0): before the fix they entered the offset window as receipt 0 - stamp
+    0.05 = the controller's clock 50 ms ahead, and stayed there for the first second of sim time
+    (a ClockOffsetError at the start of every sim-time session that checked its clocks early).
+    Real nodes: a listener on use_sim_time and a publisher of /clock and joint states."""
+    from rclpy.parameter import Parameter
+    from rosgraph_msgs.msg import Clock
+
+    from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
+
+    names = ["a", "b"]
+    node = rclpy.create_node("sim_listener", context=ros.context,
+                             parameter_overrides=[Parameter("use_sim_time", value=True)])
+    pub_node = rclpy.create_node("sim_publisher", context=ros.context)
+    states = pub_node.create_publisher(JointState, "/early_states", 50)
+    clock_pub = pub_node.create_publisher(Clock, "/clock", 10)
+    monitor = JointStateMonitor(node, ["/early_states"],
+                                lambda: node.get_clock().now().nanoseconds * 1e-9)
+    executor = rclpy.executors.SingleThreadedExecutor(context=ros.context)
+    executor.add_node(node)
+
+    def state(t: float) -> JointState:
+        msg = JointState(name=names, position=[0.0, 0.0])
+        msg.header.stamp.sec, msg.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9))
+        return msg
+
+    def clock(t: float) -> Clock:
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = int(t), int(round((t % 1) * 1e9))
+        return msg
+    try:
+        deadline = time.monotonic() + 10
+        t = 0.05   # the simulator's time; the listener has seen no /clock yet
+        while monitor.readings(names) is None and time.monotonic() < deadline:
+            states.publish(state(t))
+            executor.spin_once(timeout_sec=0.02)
+        assert monitor.readings(names) is not None and node.get_clock().now().nanoseconds == 0
+        for _ in range(5):   # more of them, still before any /clock
+            states.publish(state(t))
+            executor.spin_once(timeout_sec=0.02)
+        # now /clock flows, and joint states stamped with it (latency ~0: offset ~0)
+        while t < 0.6 and time.monotonic() < deadline:
+            t += 0.01
+            clock_pub.publish(clock(t))
+            executor.spin_once(timeout_sec=0.02)
+            states.publish(state(t))
+            executor.spin_once(timeout_sec=0.02)
+        offset = monitor.clock_offset(names)
+        assert offset is not None, monitor.offset_shortfall(names)
+        assert abs(offset) < 0.02, f"offset {offset * 1e3:.1f} ms from messages received at 0"
+    finally:
+        executor.shutdown()
+        monitor.close()
+        node.destroy_node()
+        pub_node.destroy_node()

@@ -62,7 +62,12 @@ class JointStateMonitor:
             for k, name in enumerate(msg.name):
                 if k < len(msg.position):
                     self._latest[name] = JointReading(float(msg.position[k]), stamp, received)
-                    self._diffs[name].append((received, received - stamp))
+                    # On sim time this process's clock reads 0 until its first /clock: a
+                    # message received then says nothing about the offset (0 - stamp would
+                    # read as the controller's clock being ahead by its whole stamp, and stay
+                    # in the window for the first window_s of sim time).
+                    if received > 0:
+                        self._diffs[name].append((received, received - stamp))
             self._cond.notify_all()
         listener = self.listener
         if listener is not None:
