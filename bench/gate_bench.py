@@ -1,7 +1,7 @@
 """What checking everything an arm can hit costs the pre-flight gate. Prints JSON; not a test.
 
 On the OpenArm pair (``config/openarm_bimanual.yaml``) and both shipped plans, the gate's work
-(synchronized continuous replay + the 0.25 s stop band), best of 3, one core, measured in one run
+(synchronized continuous replay + the 0.25 s stop band), best of 7, one core, measured in one run
 against the baseline of the same run:
 
 - ``arm_arm``: arm-arm pairs only, no allowed-collision matrix (the gate before the matrix);
@@ -34,7 +34,7 @@ PLANS = ("openarm_crossing", "openarm_wave")
 SKEW_S = 0.25
 
 
-def best_of(fn, repeats: int = 3) -> float:
+def best_of(fn, repeats: int = 7) -> float:
     out = []
     for _ in range(repeats):
         t0 = time.perf_counter()

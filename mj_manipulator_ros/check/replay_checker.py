@@ -131,6 +131,7 @@ class PlanReplayChecker:
         self.arm_env, self.self_collision = arm_env, self_collision
         self.base_qpos = np.array(base_qpos, dtype=float)
         self._lock = threading.Lock()  # one check at a time on the checker's own MjData
+        self._ranges_ok: Optional[MultiArmPlan] = None  # the last plan found inside the ranges
         # Copies of the model: geom margins raised so that pairs closer than `horizon` report a
         # distance (continuous check, clearances), or only up to `margin` (discrete check:
         # collisions only); "pairs" is "near" with arm-arm pairs only (the stop band's).
@@ -378,7 +379,8 @@ class PlanReplayChecker:
             return
         if timeline is not None:
             self.allowed.check_poses(self.model, self.arms, timeline.positions, timeline.times)
-        if plan is None or not all(a in plan.arms for a in self.arm_names):
+        if plan is None or plan is self._ranges_ok or not all(a in plan.arms
+                                                               for a in self.arm_names):
             return
         positions, times = {}, None
         for a in self.arm_names:
@@ -387,6 +389,7 @@ class PlanReplayChecker:
             positions[a] = np.vstack([traj.positions, peaks.position_min, peaks.position_max])
             times = np.concatenate([traj.times, traj.times[:-1], traj.times[:-1]])
         self.allowed.check_poses(self.model, self.arms, positions, times)
+        self._ranges_ok = plan   # the gate checks one plan twice (synchronized, band)
 
     def _bound(self, arm: str, dq: np.ndarray) -> float:
         """Max displacement (m) of any geom of the arm when its joints travel at most dq (J,)."""
