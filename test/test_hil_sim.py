@@ -63,7 +63,9 @@ def test_sim_rehearsal_passes_stages_0_through_6(tmp_path) -> None:
     summary = (run / "summary.md").read_text()
     assert all(f"(bags/{b.name})" in summary for b in bags) and "ros2 bag info" in summary
     from bag_reader import read_bag
-    stage5 = read_bag(next(b for b in bags if b.name.startswith("stage5")))
+    read = {b.name: read_bag(b) for b in bags}   # every bag: mcap, mcap_ros2, rclpy, rosbags
+    assert all(bag.on("/joint_states") for bag in read.values())
+    stage5 = read[next(b.name for b in bags if b.name.startswith("stage5"))]
     assert stage5.decoded("/joint_states") and stage5.metadata["custom_data"]["scene_xml"]
     assert (run / "scene.xml").read_text() == stage5.metadata["custom_data"]["scene_xml"]
     state = json.loads((tmp_path / "state.json").read_text())
