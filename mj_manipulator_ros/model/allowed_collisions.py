@@ -249,7 +249,9 @@ def generate(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.nda
     log.info("generating the allowed-collision matrix (%d samples; once per model%s)", samples,
              f", cached in {folder}" if folder is not None else "")
     pairs = list(_filtered_and_adjacent(model, arms))
-    pairs += _always(model, arms, qpos, margin, samples)
+    skip = {(min(a, b), max(a, b)) for a, b in
+            ((_body_id(model, p.bodies[0], ""), _body_id(model, p.bodies[1], "")) for p in pairs)}
+    pairs += _always(model, arms, qpos, margin, samples, skip)
     pairs += _never(model, arms, qpos, margin, {frozenset(p.bodies) for p in pairs})
     acm = AllowedCollisionMatrix(tuple(pairs), samples, margin, fp)
     if path is not None:
@@ -403,7 +405,7 @@ def _never(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarr
 
 
 def _always(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarray,
-            margin: float, samples: int) -> list[AllowedPair]:
+            margin: float, samples: int, skip: set) -> list[AllowedPair]:
     """Pairs with an arm body within ``margin`` in every sampled configuration. Candidates come
     from MuJoCo's own collision pass on the first sample; each later sample measures only the
     remaining candidates (``mj_geomDistance``), dropping a pair the first time it is clear."""
@@ -416,7 +418,6 @@ def _always(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndar
     hi = {n: np.where(np.isfinite(a.upper), a.upper, np.pi) for n, a in arms.items()}
     moving = set().union(*(a.body_ids for a in arms.values()))
     owner = {b: n for n, a in arms.items() for b in a.body_ids}
-    skip = {(min(a, b), max(a, b)) for a, b in _skipped_ids(model, arms)}
 
     def pose() -> None:
         d.qpos[:] = qpos
@@ -456,13 +457,6 @@ def _always(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndar
                         f"within {margin * 1e3:g} mm in all {samples} samples: "
                         f"{closest * 1e3:.2f} to {farthest * 1e3:.2f} mm")
             for (a, b), (_, closest, farthest) in sorted(cand.items())]
-
-
-def _skipped_ids(model, arms) -> list[tuple[int, int]]:
-    out = []
-    for p in _filtered_and_adjacent(model, arms):
-        out.append(tuple(_body_id(model, n, "") for n in p.bodies))
-    return out
 
 
 def _with_margin(model: mujoco.MjModel, margin: float) -> mujoco.MjModel:
