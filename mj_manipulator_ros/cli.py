@@ -168,7 +168,8 @@ def _scene_info(args: argparse.Namespace) -> int:
     if scene.exchange:
         print(scene.exchange.summary())
         for b in scene.exchange.bounds:
-            print(f"  {b.joint:<28} r = {b.ratio:7.3f}  needs >= {b.min_rate_hz:7.0f} Hz")
+            print(f"  {b.joint:<28} r = M_ii / J = {b.ratio:7.3f}  needs >= "
+                  f"{b.min_rate_hz:7.0f} Hz  {b.why}")
         print("(MuJoCo's integrator does not run under co-simulation; the step it would use:)")
     print(step.summary())
     gravity = ("the MIT controllers' feed-forward (co-simulation)" if scene.exchange

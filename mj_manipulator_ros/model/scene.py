@@ -31,9 +31,9 @@ from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding, bind_
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 from mj_manipulator_ros.model.step_caps import StepChoice, choose_step
 from mj_manipulator_ros.model.torque_drive import add_torque_drive
-from mj_manipulator_ros.model.twin_model import (CUTOFF_HZ, ExchangeChoice, TwinJoints,
-                                                 check_twin_owned, choose_exchange,
-                                                 exchange_stability, make_twin_owned)
+from mj_manipulator_ros.model.exchange import (ExchangeChoice, ExchangeMode, choose_exchange,
+                                              exchange_stability)
+from mj_manipulator_ros.model.twin_model import TwinJoints, check_twin_owned, make_twin_owned
 from mj_manipulator_ros.resources import resolve_model
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,8 @@ class Scene:
                     gravity: GravityCompensation = GravityCompensation.OFF,
                     actuator_delays: Mapping[str, float] | None = None,
                     torque: Mapping[str, str] | None = None, twin: bool = False,
-                    exchange_hz: float | str = "auto") -> "Scene":
+                    exchange_hz: float | str = "auto",
+                    exchange_mode: ExchangeMode = ExchangeMode.MASS_MATRIX) -> "Scene":
         """Compose and compile ``scene``, bind ``arms``, choose the physics step.
 
         Args:
@@ -166,7 +167,8 @@ class Scene:
                 joint friction, actuators and gravity compensation removed, fingers welded;
                 excludes ``torque`` and actuator delays.
             exchange_hz: with ``twin``: the exchange rate, or "auto" (the stability pre-check's
-                lowest passing rate; see :func:`~mj_manipulator_ros.model.twin_model.choose_exchange`).
+                lowest passing rate; see :func:`~mj_manipulator_ros.model.exchange.choose_exchange`).
+            exchange_mode: with ``twin``: what the exchange carries (``model/exchange.py``).
         """
         spec = compose_spec(scene, scene.base_dir)
         with _quiet_attach():
@@ -186,7 +188,7 @@ class Scene:
             raise ConfigError(f"torque drive for unknown arm(s) {unknown}; arms: {list(bound)}")
         if twin:
             return cls._twin_owned(spec, model, bound, arms, scene, control_period, step, torque,
-                                   actuator_delays, exchange_hz)
+                                   actuator_delays, exchange_hz, ExchangeMode(exchange_mode))
         if gravity is not GravityCompensation.OFF:
             _compensate_gravity(spec, model, [b for n, b in bound.items() if n not in torque],
                                 gravity)
@@ -202,7 +204,7 @@ class Scene:
 
     @classmethod
     def _twin_owned(cls, spec, model, bound, arms, scene, control_period, step, torque,
-                    delays, exchange_hz) -> "Scene":
+                    delays, exchange_hz, mode) -> "Scene":
         if torque:
             raise ConfigError(f"arms {sorted(torque)}: a torque drive under co-simulation; the "
                               "actuator twin drives every arm joint")
@@ -224,8 +226,8 @@ class Scene:
         qpos = _initial_qpos(model, scene)
         dofs = np.concatenate([a.dof_adr for a in bound.values()])
         exchange = choose_exchange(control_period,
-                                   exchange_stability(model, qpos, dofs, inertia, CUTOFF_HZ),
-                                   exchange_hz)
+                                   exchange_stability(model, qpos, dofs, inertia, mode),
+                                   exchange_hz, mode)
         log.info("%s", exchange.summary())
         return cls(model, bound, qpos, control_period, step, spec, scene, (), joints, exchange)
 

@@ -8,20 +8,14 @@ removes from the model the armature, the joint friction (``frictionloss``), ever
 every gravity compensation, and welds the joints inside the arms' subtrees that no arm owns (the
 fingers: their joints, equalities and sensors deleted). Link inertia, link damping, springs,
 contacts, constraints and gravity stay. A joint outside the arms (a free object, another robot)
-would be a coordinate left for MuJoCo to integrate: refused.
-
-:func:`exchange_stability` is the pre-check of the exchange: the link inertia reaches the twin
-through an acceleration delayed one exchange and filtered at ``cutoff_hz``; with
-``r = M_ii / J`` (``M`` of the twin-owned model: no armature) the exchange period T must stay
-well under ``arccos(-1/r) / (omega_c sqrt(r^2 - 1))`` for r > 1 (any T for r <= 1). The bound
-used is half of that.
+would be a coordinate left for MuJoCo to integrate: refused. The exchange and its stability
+pre-check: ``model/exchange.py``.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Mapping
 
 import mujoco
 import numpy as np
@@ -29,10 +23,6 @@ import numpy as np
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding
 from mj_manipulator_ros.model.torque_drive import force_range
-
-SAFETY = 0.5      # the exchange period may use this fraction of the stability bound
-TICK_S = 50e-6    # s: the actuator twin's integration step (20 kHz)
-CUTOFF_HZ = 10.0  # the exchange's acceleration filter cutoff: part of the validated scheme
 
 
 @dataclass(frozen=True)
@@ -139,117 +129,3 @@ def check_twin_owned(model: mujoco.MjModel, arms: Mapping[str, ArmBinding]) -> N
                               "; the twin models it")
     if model.nu:
         raise ConfigError(f"sim.physics cosim: the twin-owned model keeps {model.nu} actuator(s)")
-
-
-@dataclass(frozen=True)
-class ExchangeBound:
-    """One joint's stability bound on the exchange period.
-
-    Attributes:
-        joint: its name.
-        ratio: r = M_ii / J_twin at the pose.
-        bound_s: the period at which the exchange goes unstable (inf for r <= 1).
-        max_period_s: the period allowed (``SAFETY`` x the bound).
-    """
-
-    joint: str
-    ratio: float
-    bound_s: float
-    max_period_s: float
-
-    @property
-    def min_rate_hz(self) -> float:
-        return 0.0 if math.isinf(self.max_period_s) else 1.0 / self.max_period_s
-
-
-def exchange_stability(model: mujoco.MjModel, qpos: np.ndarray, dofs: Sequence[int],
-                       twin_inertia: np.ndarray, cutoff_hz: float = 10.0) -> list[ExchangeBound]:
-    """The bound of each twin-owned coordinate ``dofs`` (J,) at ``qpos`` (nq,), with the twin's
-    inertias ``twin_inertia`` (J,) kg m^2 and the acceleration filter's cutoff (Hz)."""
-    data = mujoco.MjData(model)
-    data.qpos[:] = qpos
-    mujoco.mj_forward(model, data)
-    full = np.zeros((model.nv, model.nv))
-    mujoco.mj_fullM(model, data, full)
-    omega = 2 * math.pi * cutoff_hz
-    out = []
-    for dof, j_twin in zip(dofs, twin_inertia):
-        r = float(full[dof, dof] - model.dof_armature[dof]) / float(j_twin)
-        bound = (math.acos(-1.0 / r) / (omega * math.sqrt(r * r - 1.0))) if r > 1 else math.inf
-        out.append(ExchangeBound(model.joint(int(model.dof_jntid[dof])).name, r, bound,
-                                 SAFETY * bound))
-    return out
-
-
-@dataclass(frozen=True)
-class ExchangeChoice:
-    """The exchange rate chosen for a control period, and why.
-
-    Attributes:
-        ticks_per_exchange: twin ticks per exchange.
-        exchanges_per_cycle: exchanges per control period.
-        rate_hz: the exchange rate.
-        bounds: each coupled joint's stability bound at the start pose.
-        binding: the joint that set the minimum rate (None if any rate is stable).
-    """
-
-    ticks_per_exchange: int
-    exchanges_per_cycle: int
-    rate_hz: float
-    bounds: tuple[ExchangeBound, ...]
-    binding: Optional[str]
-    how: str = "auto"
-
-    def summary(self) -> str:
-        worst = next((b for b in self.bounds if b.joint == self.binding), None)
-        why = (f"bound by {worst.joint} (r = M_ii / J = {worst.ratio:.1f} needs >= "
-               f"{worst.min_rate_hz:.0f} Hz)" if worst else "every joint stable at any rate")
-        return (f"co-simulation: actuator twin at {1 / TICK_S / 1e3:g} kHz, exchange "
-                f"{self.rate_hz:g} Hz ({self.how}, {self.exchanges_per_cycle} per control "
-                f"period), {why}")
-
-    def to_dict(self) -> dict:
-        return {"rate_hz": self.rate_hz, "how": self.how, "ticks_per_exchange": self.ticks_per_exchange,
-                "exchanges_per_cycle": self.exchanges_per_cycle, "binding_joint": self.binding,
-                "joints": [{"joint": b.joint, "ratio": round(b.ratio, 3),
-                            "min_rate_hz": round(b.min_rate_hz, 1)} for b in self.bounds]}
-
-
-def choose_exchange(control_period: float, bounds: Sequence[ExchangeBound],
-                    exchange_hz: float | str = "auto") -> ExchangeChoice:
-    """The exchange for ``control_period`` (s): a whole number of ticks that divides the control
-    period's ticks; with ``"auto"`` the lowest rate every joint's bound allows.
-
-    Raises:
-        ConfigError: the control period is not a whole number of ticks; ``exchange_hz`` does not
-            divide it, or is above what a joint's stability bound allows (naming joint, r and
-            the rate needed).
-    """
-    cycle_ticks = control_period / TICK_S
-    if abs(cycle_ticks - round(cycle_ticks)) > 1e-6:
-        raise ConfigError(f"sim.physics cosim: the control period {control_period * 1e3:g} ms is "
-                          f"not a whole number of {TICK_S * 1e6:g} us twin ticks")
-    cycle_ticks = int(round(cycle_ticks))
-    options = [n for n in range(1, cycle_ticks + 1) if cycle_ticks % n == 0]
-    worst = max(bounds, key=lambda b: b.min_rate_hz, default=None)
-    needed = worst.min_rate_hz if worst else 0.0
-    binding = worst.joint if worst and needed > 0 else None
-    if exchange_hz == "auto":
-        passing = [n for n in options if 1.0 / (n * TICK_S) >= needed - 1e-9]
-        n = max(passing)
-    else:
-        rate = float(exchange_hz)
-        n = int(round(1.0 / (rate * TICK_S)))
-        if n < 1 or abs(n * TICK_S * rate - 1.0) > 1e-6 or cycle_ticks % n:
-            rates = [round(1.0 / (k * TICK_S), 3) for k in options]
-            raise ConfigError(f"sim.cosim.exchange_hz: {rate:g} Hz is not a whole number of "
-                              f"{TICK_S * 1e6:g} us ticks dividing the control period; "
-                              f"available: {rates}")
-        if rate < needed - 1e-9:
-            raise ConfigError(
-                f"sim.cosim.exchange_hz: {rate:g} Hz is unstable for joint {worst.joint!r} "
-                f"(r = M_ii / J = {worst.ratio:.2f} at the start pose: the exchange period must be "
-                f"<= {worst.max_period_s * 1e3:.3f} ms, half the bound "
-                f"{worst.bound_s * 1e3:.3f} ms); needs >= {needed:.0f} Hz (or 'auto')")
-    return ExchangeChoice(n, cycle_ticks // n, 1.0 / (n * TICK_S), tuple(bounds), binding,
-                          "auto" if exchange_hz == "auto" else "configured")

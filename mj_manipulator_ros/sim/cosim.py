@@ -1,7 +1,8 @@
 """Co-simulation: an actuator twin owns the arm joints, MuJoCo is their inverse-dynamics load.
 
-The exchange (an actuator-twin vendor's validated coupling contract), every
-``ticks_per_exchange`` twin ticks (exchange period ``dt``), at exchange k with the load of k-1:
+Two exchanges (``model/exchange.py``, ``docs/cosim.md``). The ``reference`` exchange (an
+actuator-twin vendor's validated coupling contract), every ``ticks_per_exchange`` twin ticks
+(exchange period ``dt``), at exchange k with the load of k-1:
 
 1. advance every actuator together by ``ticks_per_exchange`` ticks with that load;
 2. read the output shafts' q_k, v_k;
@@ -16,6 +17,14 @@ The exchange (an actuator-twin vendor's validated coupling contract), every
    constraint, passive, gravity, Coriolis, centrifugal and link inertia are in it;
 7. that load drives the next exchange (one exchange of delay). Positive load opposes positive
    motion.
+
+The ``mass_matrix`` exchange moves the links' inertia from the load into the twin: after step 6,
+with M the twin coordinates' block of MuJoCo's joint-space inertia at q_k (``mj_fullM``), the
+twin integrates ``(diag(J) + M) a = tau - R`` until the next exchange, and the exchanged load is
+the rest ``R_k = L_k - M a_k`` (gravity, Coriolis, centrifugal, link damping, springs, contacts
+and constraints: what is not the links' inertia), held as the line through R_{k-1} and R_k
+(``R_k + (R_k - R_{k-1}) (t - t_k) / dt``, the first exchange flat). Nothing inertial is delayed or
+filtered, so the link-to-rotor inertia ratio no longer bounds the exchange.
 
 Steps 4-5 give the load of ``mj_forward`` + ``mj_inverse`` to the last bit
 (test_cosim.py checks it) at half the cost: ``mj_forward``'s acceleration stage would solve for a
@@ -33,7 +42,7 @@ import mujoco
 import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError
-from mj_manipulator_ros.model.twin_model import CUTOFF_HZ, TICK_S
+from mj_manipulator_ros.model.exchange import CUTOFF_HZ, TICK_S, ExchangeMode
 from mj_manipulator_ros.sim.actuator_twin import ActuatorTwin, TwinParams, default_resolution
 
 
@@ -46,10 +55,20 @@ class CoSim:
         qpos_adr, dof_adr: the coupled coordinates, twin order (J,).
         twin: the actuators, its q/v the coordinates' start state.
         ticks_per_exchange: twin ticks per exchange.
+        mode: what the exchange carries.
+
+    Attributes:
+        load: what drives the twin until the next exchange, N m (J,): the inverse-dynamics load
+            (reference) or the rest without the links' inertia (mass_matrix).
+        load_rate: mass_matrix: the held line's slope, N m/s (J,); reference: None.
+        inverse_load: the links' whole inverse-dynamics load at the exchanged acceleration,
+            N m (J,), in either mode.
+        link_inertia: mass_matrix: the block of M the twin carries, kg m^2 (J, J); else None.
     """
 
     def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, qpos_adr: np.ndarray,
-                 dof_adr: np.ndarray, twin: ActuatorTwin, ticks_per_exchange: int) -> None:
+                 dof_adr: np.ndarray, twin: ActuatorTwin, ticks_per_exchange: int,
+                 mode: ExchangeMode = ExchangeMode.MASS_MATRIX) -> None:
         if ticks_per_exchange < 1:
             raise ConfigError(f"co-simulation: ticks_per_exchange = {ticks_per_exchange}; "
                               "expected >= 1")
@@ -62,14 +81,22 @@ class CoSim:
         self.v_prev = twin.v.copy()
         self.accel = np.zeros(twin.params.size)
         self.exchanges = 0
+        self.mode = ExchangeMode(mode)
         self._qfrc = np.zeros(model.nv)
+        self._full = np.zeros((model.nv, model.nv))
+        self._block = np.ix_(self.dof_adr, self.dof_adr)
+        self.load_rate: np.ndarray | None = None
+        self.link_inertia: np.ndarray | None = None
+        self.inverse_load = np.zeros(twin.params.size)
+        self.load: np.ndarray | None = None
+        self._smooth: np.ndarray | None = None
         self._write_state()
         self.load = self._load()
 
     def exchange(self) -> None:
         """Steps 1-7 once."""
         twin = self.twin
-        twin.advance(self.ticks, self.load)                                    # 1
+        twin.advance(self.ticks, self.load, self.load_rate)                    # 1
         raw = (twin.v - self.v_prev) / self.dt                                  # 2, 3
         self.accel += self.alpha * (raw - self.accel)
         self.v_prev[:] = twin.v
@@ -92,7 +119,26 @@ class CoSim:
         load = d.qfrc_inverse[self.dof_adr] - d.qfrc_applied[self.dof_adr] \
             - self._body_forces()[self.dof_adr]
         d.qfrc_actuator[self.dof_adr] = self.twin.torque  # what /joint_states reports as effort
-        return load
+        self.inverse_load = load
+        if self.mode is ExchangeMode.REFERENCE:
+            return load
+        mujoco.mj_fullM(m, d, self._full)
+        inertia = self._carried(self._full[self._block])
+        rest = load - inertia @ self.accel
+        self.twin.carry(inertia)
+        self.link_inertia = inertia
+        # the smooth part (all but the constraint forces, which switch) follows the line
+        # through its last two values (the start's: flat); the constraint part is held
+        smooth = rest + d.qfrc_constraint[self.dof_adr]
+        if self._smooth is not None:
+            self.load_rate = (smooth - self._smooth) / self.dt
+        self._smooth = smooth
+        return rest
+
+    def _carried(self, inertia: np.ndarray) -> np.ndarray:
+        """The part of the links' inertia block (J, J) the twin carries (mass_matrix: all of it;
+        a subclass may test a part, as ``bench/cosim_fixtures.DiagonalCoSim`` does)."""
+        return inertia
 
     def _body_forces(self) -> np.ndarray:
         """J' xfrc_applied: the generalized force of the bodies' applied wrenches (nv,)."""
@@ -127,4 +173,5 @@ def build_cosim(scene, settings, data: mujoco.MjData) -> "CoSim":
     dof_adr = np.concatenate([a.dof_adr for a in scene.arms.values()])
     twin = ActuatorTwin(params, data.qpos[qpos_adr].copy(), data.qvel[dof_adr].copy())
     twin.command(twin.q, 0.0, 0.0, 0.0, 0.0)
-    return CoSim(scene.model, data, qpos_adr, dof_adr, twin, scene.exchange.ticks_per_exchange)
+    return CoSim(scene.model, data, qpos_adr, dof_adr, twin, scene.exchange.ticks_per_exchange,
+                 scene.exchange.mode)

@@ -33,7 +33,7 @@ import mujoco
 import numpy as np
 
 from mj_manipulator_ros.model.scene import Scene
-from mj_manipulator_ros.model.twin_model import ExchangeChoice
+from mj_manipulator_ros.model.exchange import ExchangeChoice
 from mj_manipulator_ros.sim.controllers import SimulatedController, make_controller
 from mj_manipulator_ros.sim.cosim import CoSim, build_cosim
 from mj_manipulator_ros.sim.sim_clock import SimClock, SimHealth

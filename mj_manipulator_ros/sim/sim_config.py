@@ -18,6 +18,7 @@ from typing import Mapping, Optional, Union
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.schema import from_mapping
+from mj_manipulator_ros.model.exchange import ExchangeMode
 from mj_manipulator_ros.model.scene import GravityCompensation, Scene
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 
@@ -90,6 +91,11 @@ class CosimSettings:
     Each twin joint's inertia, Coulomb friction and torque limit are the robot file's armature,
     frictionloss and actuator force range (removed from the MuJoCo model)."""
 
+    exchange: ExchangeMode = field(default=ExchangeMode.MASS_MATRIX, metadata={
+        "doc": "mass_matrix: the twin integrates the rotors with the links' joint-space inertia "
+               "and the exchanged load is the rest (gravity, Coriolis, damping, contacts); "
+               "reference: the seed's contract (the load carries the links' inertia through a "
+               "10 Hz filtered, one-exchange-old acceleration; loses fidelity for M_ii / J > 1)"})
     exchange_hz: Union[float, str] = field(default="auto", metadata={
         "doc": "exchanges per second (a whole number of 50 us ticks dividing the control "
                "period), or auto: the lowest rate the stability pre-check allows"})
@@ -154,7 +160,8 @@ class SimConfig:
         return Scene.from_config(self.scene, self.executor.arms, 1.0 / self.sim.control_rate_hz,
                                  self.sim.gravity_compensation, delays, torque,
                                  twin=self.sim.physics == "cosim",
-                                 exchange_hz=self.sim.cosim.exchange_hz)
+                                 exchange_hz=self.sim.cosim.exchange_hz,
+                                 exchange_mode=self.sim.cosim.exchange)
 
 
 def _per_arm(raw, cls, config: ExecutorConfig, path: str) -> dict:
