@@ -15,8 +15,28 @@ from typing import Callable, Optional
 import mujoco
 import numpy as np
 
+from mj_manipulator_ros.model.exchange import ExchangeMode
 from mj_manipulator_ros.sim.actuator_twin import TICK_S, ActuatorTwin, TwinParams
 from mj_manipulator_ros.sim.cosim import CoSim
+
+MASS, REFERENCE = ExchangeMode.MASS_MATRIX, ExchangeMode.REFERENCE
+DIAGONAL = "diagonal"   # a candidate measured and rejected: the twin carries M's diagonal only
+
+
+class DiagonalCoSim(CoSim):
+    """The mass_matrix exchange with only M's diagonal carried by the twin (the off-diagonal
+    coupling crosses the exchange, filtered and delayed): the issue's first candidate, kept to
+    show why it was not chosen (docs/cosim.md)."""
+
+    def _carried(self, inertia: np.ndarray) -> np.ndarray:
+        return np.diag(np.diag(inertia))
+
+
+def make_cosim(mode, *args) -> CoSim:
+    """A :class:`CoSim` of ``mode`` (an :class:`ExchangeMode` or :data:`DIAGONAL`)."""
+    if mode == DIAGONAL:
+        return DiagonalCoSim(*args, MASS)
+    return CoSim(*args, ExchangeMode(mode))
 
 CONTROL_S = 0.002  # commands change at 500 Hz, as the simulator's control cycle
 SAMPLE_S = 0.01    # runs are sampled every 10 ms (a whole number of exchanges at 100 Hz and up)
@@ -89,9 +109,10 @@ Command = Callable[[float], tuple]  # t -> (q_ref, v_ref, kp, kd, tau_ff)
 def cosim_run(xml: str, twin_params: TwinParams, rate_hz: float, seconds: float,
               q0=0.0, command: Optional[Command] = None,
               setup: Optional[Callable[[mujoco.MjModel, mujoco.MjData], None]] = None,
-              probe: Optional[Callable[[mujoco.MjModel, mujoco.MjData, CoSim], object]] = None
-              ) -> Run:
-    """Couple ``twin_params`` to every joint of ``xml`` at ``rate_hz`` exchanges per second."""
+              probe: Optional[Callable[[mujoco.MjModel, mujoco.MjData, CoSim], object]] = None,
+              mode=MASS) -> Run:
+    """Couple ``twin_params`` to every joint of ``xml`` at ``rate_hz`` exchanges per second,
+    with the exchange ``mode``."""
     m = mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
     if setup:
@@ -99,7 +120,7 @@ def cosim_run(xml: str, twin_params: TwinParams, rate_hz: float, seconds: float,
     n = m.nv
     twin = ActuatorTwin(twin_params, np.broadcast_to(np.asarray(q0, float), (n,)))
     ticks = int(round(1.0 / (rate_hz * TICK_S)))
-    cosim = CoSim(m, d, m.jnt_qposadr.copy(), m.jnt_dofadr.copy(), twin, ticks)
+    cosim = make_cosim(mode, m, d, m.jnt_qposadr.copy(), m.jnt_dofadr.copy(), twin, ticks)
     energy = bool(m.opt.enableflags & mujoco.mjtEnableBit.mjENBL_ENERGY)
     if energy:  # the energy above the lowest pose (q = 0): the first sample is the start's
         rest = mujoco.MjData(m)
@@ -122,7 +143,7 @@ def cosim_run(xml: str, twin_params: TwinParams, rate_hz: float, seconds: float,
             out.t.append(t + ticks * TICK_S)
             out.q.append(twin.q.copy())
             out.v.append(twin.v.copy())
-            out.load.append(cosim.load.copy())
+            out.load.append(cosim.inverse_load.copy())
             out.torque.append(twin.torque.copy())
             out.accel.append(cosim.accel.copy())
             if energy:
@@ -140,24 +161,45 @@ def monolithic_run(xml: str, twin_params: TwinParams, seconds: float, q0=0.0,
     twin's tick (RK4), the MIT law and the current loop evaluated each step on MuJoCo's state
     (applied through ``qfrc_applied``); drivetrain friction and torque limits as the twin's."""
     m = mujoco.MjModel.from_xml_string(xml)
+    cycles = int(round(seconds / CONTROL_S))
+    commands = None if command is None else (command(k * CONTROL_S) for k in range(cycles))
+    return monolithic_replay(m, twin_params, np.broadcast_to(np.asarray(q0, float), (m.nq,)),
+                             commands, cycles, SAMPLE_S)
+
+
+def monolithic_replay(m: mujoco.MjModel, twin_params: TwinParams, qpos0: np.ndarray, commands,
+                      cycles: int, sample_s: float = CONTROL_S, contacts: bool = True) -> Run:
+    """:func:`monolithic_run` on the twin-owned model ``m`` (edited in place: the twin's inertia
+    as armature, the tick as RK4 step) from ``qpos0`` (nq,): ``commands`` yields one MIT command
+    (q_ref, v_ref, kp, kd, tau_ff) per control period, ``cycles`` of them (None: motor off);
+    the encoder quantized as the twin's. Sampled every ``sample_s``. ``contacts=False``: contact
+    disabled (only for a run known to touch nothing: a third of the cost)."""
     m.opt.timestep = TICK_S
     m.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    if not contacts:
+        m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     m.dof_armature[:] = twin_params.inertia
     d = mujoco.MjData(m)
-    d.qpos[:] = q0
+    d.qpos[:] = qpos0
     mujoco.mj_forward(m, d)
     p = twin_params
     beta = TICK_S / (p.current_time_constant + TICK_S)
+    res = p.encoder_resolution
+    quantized = bool(np.any(res > 0))
+    safe_res = np.where(res > 0, res, 1.0)
     tau = np.zeros(m.nv)
-    cmd = (0.0, 0.0, 0.0, 0.0, 0.0)
     per_control = int(round(CONTROL_S / TICK_S))
-    per_sample = int(round(SAMPLE_S / TICK_S))
+    per_sample = int(round(sample_s / TICK_S))
+    commands = iter(commands) if commands is not None else None
+    q_ref = v_ref = kp = kd = ff = np.zeros(m.nv)
     out = Run()
-    for k in range(int(round(seconds / TICK_S))):
-        if command and k % per_control == 0:
-            cmd = command(k * TICK_S)
-        q_ref, v_ref, kp, kd, ff = (np.broadcast_to(np.asarray(c, float), (m.nv,)) for c in cmd)
-        tau_cmd = np.clip(kp * (q_ref - d.qpos) + kd * (v_ref - d.qvel) + ff, -p.torque_limit,
+    for k in range(cycles * per_control):
+        if commands is not None and k % per_control == 0:
+            q_ref, v_ref, kp, kd, ff = (np.broadcast_to(np.asarray(c, float), (m.nv,)).copy()
+                                        for c in next(commands))
+        q_enc = np.where(res > 0, np.rint(d.qpos / safe_res) * res, d.qpos) if quantized \
+            else d.qpos
+        tau_cmd = np.clip(kp * (q_ref - q_enc) + kd * (v_ref - d.qvel) + ff, -p.torque_limit,
                           p.torque_limit)
         tau += beta * (tau_cmd - tau)
         d.qfrc_applied[:] = tau - p.coulomb * np.tanh(d.qvel / p.coulomb_velocity) \

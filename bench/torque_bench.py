@@ -160,9 +160,10 @@ def crossing_config(name: str) -> dict:
     return crossing_run(SharedModel.from_config(sim_config(load_config(config_file(name)))))
 
 
-def crossing_run(shared: SharedModel) -> dict:
+def crossing_run(shared: SharedModel, each_cycle=None) -> dict:
     """Both arms' crossing trajectories against one stamp, stepped synchronously (no pacing):
-    outcomes, start skew (motion onsets), max tracking error, real-time factor (one core)."""
+    outcomes, start skew (motion onsets), max tracking error, real-time factor (one core).
+    ``each_cycle()``: called after every control cycle (a recorder; its time is counted)."""
     plan = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
     stamp = shared.controller_time() + 0.1
     tickets = {}
@@ -171,6 +172,8 @@ def crossing_run(shared: SharedModel) -> dict:
     t0, cycles = time.perf_counter(), 0
     while not all(t.done.is_set() for t in tickets.values()):
         shared.step_cycle()
+        if each_cycle is not None:
+            each_cycle()
         cycles += 1
         if shared.controller_time() > stamp + plan.duration + 3:
             break
