@@ -20,7 +20,7 @@ demo: setup
 bench: setup
 	$(PY) bench/run_all.py
 
-# the staged bring-up, stages 0-6, rehearsed against the actuator-twin co-simulation (~5 min)
+# the staged bring-up, stages 0-6, rehearsed against the actuator-twin co-simulation (5-10 min)
 rehearse-twin: setup
 	$(VENV)/bin/mj-manipulator-ros hil --config config/sim_openarm_twin.yaml --sim --yes --through 6 --results hil/results
 
