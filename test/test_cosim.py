@@ -201,10 +201,9 @@ def test_the_exchange_shortcut_gives_mj_forward_plus_mj_inverse(openarm) -> None
     np.testing.assert_allclose(box._load(), _plain_load(m, d, box), atol=1e-9)
 
 
-def test_reference_exchange_rate_from_the_stability_bound() -> None:
-    """reference: r = M_ii / J read independently from the original scene (its inertia minus
-    the armature: the twin's J): auto takes the lowest grid rate at or above every joint's need;
-    the next rate down is refused, naming the joint and r."""
+def _original_inertia():
+    """The original OpenArm scene (servos, armature: the twin's J), its model and its joint-space
+    inertia at the start pose."""
     original = sim_config(load_config(config_file("sim_openarm.yaml"))).build_scene()
     m = original.model
     d = mujoco.MjData(m)
@@ -212,6 +211,14 @@ def test_reference_exchange_rate_from_the_stability_bound() -> None:
     mujoco.mj_forward(m, d)
     full = np.zeros((m.nv, m.nv))
     mujoco.mj_fullM(m, d, full)
+    return original, m, full
+
+
+def test_reference_exchange_rate_from_the_stability_bound() -> None:
+    """reference: r = M_ii / J read independently from the original scene (its inertia minus
+    the armature: the twin's J): auto takes the lowest grid rate at or above every joint's need;
+    the next rate down is refused, naming the joint and r."""
+    original, m, full = _original_inertia()
     omega = 2 * math.pi * 10.0
     needs = {}
     for arm in original.arms.values():
@@ -241,13 +248,7 @@ def test_mass_matrix_exchange_rate_from_damping_and_stiffness(openarm) -> None:
     the original scene (its inertia includes the armature J; its gravity torque differenced by
     hand). auto takes the lowest grid rate; a control period whose grid reaches below the need
     is refused at that rate, naming the joint."""
-    original = sim_config(load_config(config_file("sim_openarm.yaml"))).build_scene()
-    m = original.model
-    d = mujoco.MjData(m)
-    d.qpos[:] = original.initial_qpos
-    mujoco.mj_forward(m, d)
-    full = np.zeros((m.nv, m.nv))
-    mujoco.mj_fullM(m, d, full)
+    original, m, full = _original_inertia()
     needs = {}
     for arm in original.arms.values():
         for name, dof, adr in zip(arm.joint_names, arm.dof_adr, arm.qpos_adr):
