@@ -22,9 +22,11 @@ The ``mass_matrix`` exchange moves the links' inertia from the load into the twi
 with M the twin coordinates' block of MuJoCo's joint-space inertia at q_k (``mj_fullM``), the
 twin integrates ``(diag(J) + M) a = tau - R`` until the next exchange, and the exchanged load is
 the rest ``R_k = L_k - M a_k`` (gravity, Coriolis, centrifugal, link damping, springs, contacts
-and constraints: what is not the links' inertia), held as the line through R_{k-1} and R_k
-(``R_k + (R_k - R_{k-1}) (t - t_k) / dt``, the first exchange flat). Nothing inertial is delayed or
-filtered, so the link-to-rotor inertia ratio no longer bounds the exchange.
+and constraints: what is not the links' inertia). Its smooth part (all but ``qfrc_constraint``)
+is held as the line through its values at k-1 and k (``S_k + (S_k - S_{k-1}) (t - t_k) / dt``,
+flat before the second exchange); the constraint part (contacts, limits: they switch) is held
+flat. Nothing inertial is delayed or filtered, so the link-to-rotor inertia ratio no longer
+bounds the exchange.
 
 Steps 4-5 give the load of ``mj_forward`` + ``mj_inverse`` to the last bit
 (test_cosim.py checks it) at half the cost: ``mj_forward``'s acceleration stage would solve for a
