@@ -3,14 +3,14 @@
 Each joint is a motor with its gearbox, seen at the output shaft (SI units, rad, N m, s):
 
     J a = tau_m - b v - f_c tanh(v / v_s) - L                       (L: the load, see below)
-
-or, when the twin carries the links' joint-space inertia M (J, J) (:meth:`ActuatorTwin.carry`,
-the ``mass_matrix`` exchange), all joints together:
-
-    (diag(J) + M) a = tau_m - b v - f_c tanh(v / v_s) - L
     tau_m' = (tau_cmd - tau_m) / tau_i                            (the current loop, first order)
     tau_cmd = clip(kp (q_ref - q_enc) + kd (v_ref - v) + tau_ff, -tau_max, tau_max)   (MIT mode)
     q_enc = resolution * round(q / resolution)                    (encoder quantization)
+
+or, when the twin carries the links' joint-space inertia M (J, J) (:meth:`ActuatorTwin.carry`,
+the ``mass_matrix`` exchange), all joints together in the first line:
+
+    (diag(J) + M) a = tau_m - b v - f_c tanh(v / v_s) - L
 
 - J: rotor and gearbox inertia at the output, kg m^2 (default: the model's armature);
 - b, f_c: viscous (N m s/rad) and Coulomb (N m) drivetrain friction, the Coulomb term smooth
@@ -42,7 +42,7 @@ from mj_manipulator_ros.model.exchange import TICK_S  # s: the twin's step (20 k
 log = logging.getLogger(__name__)
 try:
     from mj_manipulator_ros.sim import _twin_kernel as KERNEL
-except ImportError as exc:  # not built: the numpy reference runs (about 10x slower)
+except ImportError as exc:  # not built: the numpy reference runs (about 25x slower)
     KERNEL = None
     _KERNEL_MISSING = str(exc)
 
@@ -184,7 +184,7 @@ class ActuatorTwin:
         kp, kd, q, v, tau, tmp, tmp2, q_enc = self.kp, self.kd, self.q, self.v, self.torque, \
             self._tmp, self._tmp2, self._q_enc
         beta, res, inv_res = self._beta, self._res, self._inv_res
-        dt_over_j = TICK_S * self._inv_j
+        dt_over_j = self._dt_over_j
         quantized, some_exact = self._quantized, bool(self._exact.any())
         coulomb, viscous, inv_vs = p.coulomb, p.viscous, self._inv_vs
         use_coulomb, use_viscous = self._coulomb, self._viscous
