@@ -120,3 +120,9 @@ class ClockOffsetError(ExecutionRefusedError):
     def __init__(self, message: str, offsets: dict) -> None:
         super().__init__(message)
         self.offsets = offsets
+
+
+class RampLimitError(PlanError):
+    """No synchronized speed change (controlled stop, pause, resume, speed change) from the
+    given plan time stays within a joint's velocity or acceleration limit: the plan's own speed
+    or acceleration there is already beyond it. ``value`` is the plan time, s."""

@@ -175,23 +175,32 @@ INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 @contextlib.contextmanager
-def interrupts_cancel(scope: CancelScope):
+def interrupts_cancel(scope: CancelScope, first: Optional[Callable[[], bool]] = None):
     """In the main thread with Python's default SIGINT handling: Ctrl-C fails ``scope``
     (``external_abort``, "interrupted (Ctrl-C)") instead of raising KeyboardInterrupt, and so
-    does every further Ctrl-C, so an interrupt can never leave goals running unattended.
+    does every further Ctrl-C, so an interrupt can never leave goals running unattended. With
+    ``first``, the first Ctrl-C calls it instead (a controlled stop; it returns False where it
+    cannot act, and then the scope fails); every further one fails the scope (cancel: hold).
     Elsewhere (another thread, or a caller that installed its own handler) it does nothing.
 
-    The handler only starts a short thread that fails the scope: it never takes a lock the
-    interrupted code may hold.
+    The handler only starts a short thread: it never takes a lock the interrupted code may
+    hold.
     """
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return
+    count = [0]
+    failure = Failure(None, FailureReason.EXTERNAL_ABORT, None, INTERRUPTED)
+
+    def act(k: int) -> None:
+        if k == 1 and first is not None and first():
+            return
+        scope.fail(failure)
 
     def on_sigint(_signum, _frame) -> None:
-        threading.Thread(target=scope.fail, name="mjmr-sigint", daemon=True, args=(
-            Failure(None, FailureReason.EXTERNAL_ABORT, None, INTERRUPTED),)).start()
+        count[0] += 1
+        threading.Thread(target=act, name="mjmr-sigint", daemon=True, args=(count[0],)).start()
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         yield
@@ -201,25 +210,48 @@ def interrupts_cancel(scope: CancelScope):
 
 
 class PlanClock:
-    """Plan time as a function of the controllers' clock, piecewise linear: the plan starts at
-    ``stamp`` at speed 1; every :meth:`retime` from a later stamp continues from the plan time
-    reached there at a new speed. Before the first stamp the plan time is negative."""
+    """Plan time as a function of the controllers' clock: the plan starts at ``stamp`` at
+    speed 1; every :meth:`retime` from a later stamp continues from the plan time reached there
+    at a new speed, and every :meth:`rescale` under a time scaling (a smooth ramp of the speed:
+    ``core/time_scaling.py``). Before the first stamp the plan time is negative."""
 
     def __init__(self, stamp: float) -> None:
-        self._segments: list[tuple[float, float, float]] = [(stamp, 0.0, 1.0)]  # stamp, t0, speed
+        # (stamp, plan time there, speed after, scaling or None)
+        self._segments: list[tuple] = [(stamp, 0.0, 1.0, None)]
         self._lock = threading.Lock()
 
     def plan_time(self, now: float) -> float:
         with self._lock:
             segments = list(self._segments)
-        stamp, t0, speed = segments[0]
+        stamp, t0, speed, scaling = segments[0]
         for seg in segments:
             if now >= seg[0]:
-                stamp, t0, speed = seg
-        return t0 + (now - stamp) * speed
+                stamp, t0, speed, scaling = seg
+        if scaling is None or now < stamp:
+            return t0 + (now - stamp) * speed
+        return t0 + float(scaling.at(now - stamp)[0])
+
+    def rate(self, now: float) -> float:
+        """d(plan time)/dt at ``now`` (the speed there, mid-ramp included)."""
+        with self._lock:
+            segments = list(self._segments)
+        stamp, _t0, speed, scaling = segments[0]
+        for seg in segments:
+            if now >= seg[0]:
+                stamp, _t0, speed, scaling = seg
+        if scaling is None or now < stamp:
+            return speed if now >= segments[0][0] else 0.0
+        return float(scaling.at(now - stamp)[1])
+
+    @property
+    def slowest_moving(self) -> float:
+        """The lowest non-zero speed any segment runs at (a stop or pause runs at 0)."""
+        with self._lock:
+            return min((seg[2] for seg in self._segments if seg[2] > 0), default=1.0)
 
     @property
     def speed(self) -> float:
+        """The speed of the latest segment once its change is complete."""
         with self._lock:
             return self._segments[-1][2]
 
@@ -233,5 +265,12 @@ class PlanClock:
         """From ``stamp`` on, the plan runs at ``speed``. Returns the plan time at ``stamp``."""
         t0 = self.plan_time(stamp)
         with self._lock:
-            self._segments.append((stamp, t0, speed))
+            self._segments.append((stamp, t0, speed, None))
         return t0
+
+    def rescale(self, stamp: float, t0: float, scaling) -> None:
+        """From ``stamp`` (where the plan time is ``t0``) on, the plan time advances by
+        ``scaling.at(now - stamp)`` (a :class:`~mj_manipulator_ros.core.time_scaling.TimeScaling`);
+        its final rate holds afterwards."""
+        with self._lock:
+            self._segments.append((stamp, t0, scaling.final_rate, scaling))
