@@ -18,6 +18,9 @@ joints, arrival time) and then does exactly one thing:
                    :data:`PAUSE_S` s (a healthy controller on a loaded machine)
 =================  ======================================================================
 
+A new goal preempts the running one, as joint_trajectory_controller does: the running goal
+ends ABORTED ("Current goal preempted by new incoming action.") at once.
+
 While a goal runs, feedback (joint names, header stamp) is published at 20 Hz, like
 joint_trajectory_controller's action monitor (``ignore_cancel`` and ``never_finish`` included). It does not move anything; the MuJoCo simulated controller (``mj_manipulator_ros.sim``) is the
 one that behaves like joint_trajectory_controller. Run standalone with
@@ -87,6 +90,7 @@ class ScriptedController:
         self.cancel_requests = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._running: threading.Event | None = None   # the running goal's preemption flag
         self._server = ActionServer(
             node, FollowJointTrajectory, action, self._execute,
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
@@ -128,6 +132,11 @@ class ScriptedController:
         feedback = FollowJointTrajectory.Feedback()
         feedback.joint_names = list(traj.joint_names)
         next_feedback = 0.0
+        preempted = threading.Event()
+        with self._lock:
+            if self._running is not None:
+                self._running.set()
+            self._running = preempted
         if self.behavior is Behavior.ABORT_AFTER:
             end = start + self.after
         elif self.behavior in (Behavior.NEVER_FINISH, Behavior.SILENT):
@@ -138,6 +147,10 @@ class ScriptedController:
             if goal_handle.is_cancel_requested and self.behavior is not Behavior.IGNORE_CANCEL:
                 goal_handle.canceled()
                 return Result(error_code=Result.SUCCESSFUL, error_string="canceled")
+            if preempted.is_set():
+                goal_handle.abort()
+                return Result(error_code=Result.INVALID_GOAL,
+                              error_string="Current goal preempted by new incoming action.")
             now = self._now()
             paused = self.behavior is Behavior.PAUSE_FEEDBACK and \
                 start + self.after <= now < start + self.after + PAUSE_S
