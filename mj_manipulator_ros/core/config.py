@@ -151,6 +151,13 @@ class ExecutionSettings:
         "doc": "the pre-flight check also certifies every pair of arms at plan times up to this "
                "far apart (the band replay): the widest stop-time difference between arms to "
                "cover (a peer stops where it is, one stop latency after a failure)", "min": 0.0})
+    stop_acceleration: float = field(default=4.0, metadata={
+        "doc": "a controlled stop, pause, resume or speed change ramps the plan's speed along "
+               "its path within every joint's velocity and acceleration limits; a joint without "
+               "an `acceleration` limit is held to this (per s^2)", "min": 0.001})
+    max_pause_s: float = field(default=3600.0, metadata={
+        "doc": "a paused execution not resumed within this ends as stopped (every arm at rest "
+               "on the plan), so no execution waits forever", "min": 0.0})
     preflight_check: bool = field(default=True, metadata={
         "doc": "refuse a plan that collides in synchronized replay and in the stop band, the "
                "approach move included (needs a `scene` section); on by default: turning it "

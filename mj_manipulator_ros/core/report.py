@@ -26,12 +26,70 @@ class ArmStatus(str, enum.Enum):
     REJECTED = "rejected"        # the controller rejected the goal: it never moved
     NOT_SENT = "not_sent"        # no goal was sent (another arm failed first, no server, ...)
     UNCONFIRMED_STOP = "UNCONFIRMED_STOP"  # the arm may still be moving: stop not confirmed
+    STOPPED = "stopped"          # a controlled stop: at rest on the plan, confirmed
 
 
 class ExecutionStatus(str, enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELED = "canceled"  # stopped by abort() / Ctrl-C / the combined goal's cancel, all confirmed
+    STOPPED = "stopped"    # a controlled stop (``stop``, or a pause not resumed): every arm at
+    #                        rest on the plan at one plan time, confirmed
+
+
+class StopKind(str, enum.Enum):
+    """Which stop an arm got (IEC 60204-1 categories)."""
+
+    CONTROLLED = "controlled"  # category 2: decelerated along the plan, on the shared plan time
+    CANCEL = "cancel"          # the controller's cancel: it holds where the cancel finds it
+
+
+@dataclass(frozen=True)
+class StopRecord:
+    """A controlled stop or pause of the running execution, computed from its ramp.
+
+    Times on the controllers' clock (s); plan times in s; travel in rad (or m).
+
+    Attributes:
+        kind: "stop" or "pause".
+        reason: why it was asked for.
+        requested_at: when it was asked for.
+        stamp: the shared stamp the ramp starts at (the arms keep the plan until then).
+        plan_time_requested, plan_time_stamp, plan_time_end: plan time at the request, at the
+            stamp, and where every arm stands.
+        ramp_s: the ramp's duration from the stamp.
+        stop_time_s: from the request until every arm stands (stamp - request + ramp).
+        travel: per arm, the largest joint travel from the request until it stands.
+        binding: the (arm, joint, velocity|acceleration) that set the ramp.
+        reaches_end: the plan's own end came before the ramp would have stopped it.
+        computed_s: wall time spent computing the ramp (it comes out of the start lead).
+    """
+
+    kind: str
+    reason: str
+    requested_at: float
+    stamp: float
+    plan_time_requested: float
+    plan_time_stamp: float
+    plan_time_end: float
+    ramp_s: float
+    stop_time_s: float
+    travel: Mapping[str, float]
+    binding: tuple
+    reaches_end: bool = False
+    computed_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "reason": self.reason, "requested_at": self.requested_at,
+                "stamp": self.stamp, "plan_time_requested": self.plan_time_requested,
+                "plan_time_stamp": self.plan_time_stamp, "plan_time_end": self.plan_time_end,
+                "ramp_s": self.ramp_s, "stop_time_s": self.stop_time_s,
+                "travel": dict(self.travel), "binding": list(self.binding),
+                "reaches_end": self.reaches_end, "computed_s": self.computed_s}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "StopRecord":
+        return cls(**{**d, "binding": tuple(d["binding"])})
 
 
 @dataclass(frozen=True)
@@ -48,9 +106,12 @@ class ArmReport:
     max_tracking_error: Optional[float] = None  # rad (or m), from the joint states while running
     max_progress_skew: Optional[float] = None   # s, between this execution's arms
     max_velocity: Optional[float] = None        # per s: largest measured |joint velocity|
+    stop: Optional[StopKind] = None             # which stop the arm got, if it was stopped
 
     def to_dict(self) -> dict:
-        return {"status": self.status.value, "error_code": self.error_code,
+        return {"status": self.status.value,
+                "stop": None if self.stop is None else self.stop.value,
+                "error_code": self.error_code,
                 "error_string": self.error_string, "goal_sent_at": self.goal_sent_at,
                 "accepted_at": self.accepted_at, "result_at": self.result_at,
                 "cancel_requested_at": self.cancel_requested_at,
@@ -62,7 +123,9 @@ class ArmReport:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "ArmReport":
-        return cls(**{**d, "status": ArmStatus(d["status"])})
+        stop = d.get("stop")
+        return cls(**{**d, "status": ArmStatus(d["status"]),
+                      "stop": None if stop is None else StopKind(stop)})
 
 
 @dataclass(frozen=True)
@@ -77,6 +140,8 @@ class ExecutionReport:
     #: on; the bag holds what was written before the failure)
     record_path: Optional[str] = None
     record_error: Optional[str] = None
+    #: the controlled stops and pauses of this run, in order (resumed pauses included)
+    stops: tuple = ()
 
     @property
     def succeeded(self) -> bool:
@@ -91,7 +156,8 @@ class ExecutionReport:
                 "first_failure": None if self.first_failure is None else self.first_failure.to_dict(),
                 "arms": {a: r.to_dict() for a, r in self.arms.items()},
                 "preflight_checked": self.preflight_checked,
-                "record_path": self.record_path, "record_error": self.record_error}
+                "record_path": self.record_path, "record_error": self.record_error,
+                "stops": [r.to_dict() for r in self.stops]}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -103,7 +169,8 @@ class ExecutionReport:
             ff["arm"], FailureReason(ff["reason"]), ff["error_code"], ff["error_string"])
         return cls(ExecutionStatus(d["status"]), d["start_stamp"], failure,
                    {a: ArmReport.from_dict(r) for a, r in d["arms"].items()},
-                   d.get("preflight_checked"), d.get("record_path"), d.get("record_error"))
+                   d.get("preflight_checked"), d.get("record_path"), d.get("record_error"),
+                   tuple(StopRecord.from_dict(r) for r in d.get("stops", ())))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
@@ -117,6 +184,13 @@ class ExecutionReport:
             lines.append(f"  first failure: {f.arm or 'external'}: {f.reason.value}"
                          + (f" (error_code {f.error_code})" if f.error_code is not None else "")
                          + (f": {f.error_string}" if f.error_string else ""))
+        for r in self.stops:
+            travel = ", ".join(f"{a} {t:.4f}" for a, t in r.travel.items())
+            lines.append(f"  {r.kind} ({r.reason}): at plan time {r.plan_time_requested:.3f} s, "
+                         f"every arm at rest at plan time {r.plan_time_end:.3f} s, "
+                         f"{r.stop_time_s:.3f} s after the request (ramp {r.ramp_s:.3f} s, set "
+                         f"by {r.binding[1] or 'nothing'} {r.binding[2]}); largest joint travel "
+                         f"{travel}" + (" (the plan's own end came first)" if r.reaches_end else ""))
         if self.record_error is not None:
             lines.append(f"  RECORD FAILED: {self.record_error} (the run went on; {self.record_path} "
                          "holds what was written before the failure)")
@@ -132,6 +206,7 @@ class ExecutionReport:
             elif self.start_stamp is not None and r.goal_sent_at is not None:
                 watched = " (NOT WATCHED: no joint state of every joint arrived while it ran)"
             lines.append(f"  {arm}: {r.status.value}"
+                         + (f" ({r.stop.value} stop)" if r.stop is not None else "")
                          + (f" error_code={r.error_code}" if r.error_code else "")
                          + (f" {r.error_string}" if r.error_string else "") + watched + extra)
         return "\n".join(lines)

@@ -45,7 +45,7 @@ from rclpy.node import Node
 
 from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
 from mj_manipulator_ros.core.plan import ArmTrajectory
-from mj_manipulator_ros.core.report import ArmReport, ArmStatus
+from mj_manipulator_ros.core.report import ArmReport, ArmStatus, StopKind
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
 from mj_manipulator_ros.ros.conversion import GoalTolerances, time_msg, trajectory_msg
 
@@ -145,15 +145,28 @@ class ArmRun:
     _watch: Optional["LivenessWatch"] = None
     _handle: object = None           # the accepted goal's handle, once known
     _result_future: object = None
-    _retime: Optional[tuple] = None  # (trajectory, stamp) to replace the running goal with
+    _retime: Optional[tuple] = None  # (trajectory, stamp, kind) to replace the running goal with
     retimes: int = 0                 # goals replaced by a speed change
+    #: what the running goal is: "plan", or a replacement's kind ("speed", "stop", "pause",
+    #: "resume"); a "stop" goal that succeeds leaves the arm STOPPED, a "pause" goal that
+    #: succeeds leaves it at rest waiting for a "resume" goal (or the end)
+    goal_kind: str = "plan"
+    paused: bool = False             # at rest after a pause goal, waiting
+    _end_requested: bool = False
     #: every goal sent, with its send time on the controllers' clock (s): for the records
     sent: list = field(default_factory=list)
 
-    def request_retime(self, trajectory: ArmTrajectory, stamp: StartStamp) -> None:
-        """Replace the running goal by ``trajectory`` from ``stamp`` (a speed change). Any
-        thread: the arm's own thread sends it, at its next wake-up."""
-        self._retime = (trajectory, stamp)
+    def request_retime(self, trajectory: ArmTrajectory, stamp: StartStamp,
+                       kind: str = "speed") -> None:
+        """Replace the running goal by ``trajectory`` from ``stamp`` (a speed change, a
+        controlled stop, a pause or a resume: ``kind``). Any thread: the arm's own thread sends
+        it, at its next wake-up."""
+        self._retime = (trajectory, stamp, kind)
+        self.channel.wake()
+
+    def request_end(self) -> None:
+        """A paused arm ends (STOPPED, at rest) instead of waiting for a resume. Any thread."""
+        self._end_requested = True
         self.channel.wake()
 
     def _set(self, **changes) -> None:
@@ -275,16 +288,32 @@ class ArmRun:
                     + WALL_BACKSTOP_S
                 continue
             if result_future.done():
-                self._finish(result_future.result(), stopping=False)
+                response = result_future.result()
+                if self.goal_kind == "pause" and _succeeded(response) and \
+                        not self.scope.canceled:
+                    resumed = self._pause_wait(result_future)
+                    if resumed is None:
+                        return
+                    result_future, stamp_s = resumed
+                    budget = self.duration_s * s.timeout_scaling + s.timeout_margin_s
+                    deadline = stamp_s + budget
+                    wall_limit = time.monotonic() + WALL_BACKSTOP_FACTOR * (
+                        deadline - self.now()) + WALL_BACKSTOP_S
+                    watch = self._watch = LivenessWatch(s.feedback_timeout_s)
+                    continue
+                self._finish(response, stopping=False)
                 return
             if self.scope.canceled:
                 return
             now = self.now()
             if now >= deadline or time.monotonic() >= wall_limit:
+                what = {"stop": "the controlled stop's goal: ", "pause": "the pause's goal: "
+                        }.get(self.goal_kind, "")
                 self._fail(FailureReason.TIMEOUT,
-                           f"no result by {budget:.2f} s after the start stamp (duration "
+                           f"{what}no result by {budget:.2f} s after the start stamp (duration "
                            f"{self.duration_s:.2f} s x {s.timeout_scaling} + {s.timeout_margin_s} s"
-                           f"{'' if now >= deadline else ', wall-clock backstop'})")
+                           f"{'' if now >= deadline else ', wall-clock backstop'})"
+                           + ("; every arm canceled instead (hold)" if what else ""))
                 return
             if not ch.server_present():
                 self._fail(FailureReason.CONTROLLER_GONE,
@@ -296,11 +325,39 @@ class ArmRun:
                            f"{ch.arm.action_name}: {verdict}: the controller is presumed dead")
                 return
 
+    def _pause_wait(self, done_future):
+        """At rest after a pause goal succeeded (no goal active): wait for the resume goal, the
+        end of the execution, or ``max_pause_s``; watch that the controller stays. Returns the
+        resume goal's (result future, stamp in s), or None when the arm's part has ended."""
+        ch, s = self.channel, self.settings
+        self.paused = True
+        self._set(status=ArmStatus.STOPPED, stop=StopKind.CONTROLLED, stop_confirmed=True)
+        until = time.monotonic() + s.max_pause_s
+        try:
+            while True:
+                ch.spin_until(lambda: self.scope.canceled or self._retime is not None
+                              or self._end_requested,
+                              min(until, time.monotonic() + CHECK_PERIOD_S))
+                if self.scope.canceled or self._end_requested or time.monotonic() >= until:
+                    self._set(result_at=self.now(), error_code=0)
+                    return None
+                if self._retime is not None:
+                    replaced = self._replace_goal(done_future)
+                    if replaced is not None:
+                        self._set(status=ArmStatus.UNCONFIRMED_STOP, stop=None)
+                    return replaced
+                if not ch.server_present():
+                    self._fail(FailureReason.CONTROLLER_GONE,
+                               f"action server {ch.arm.action_name} left the graph while paused")
+                    return None
+        finally:
+            self.paused = False
+
     def _replace_goal(self, old_future):
         """Send the retimed goal (it preempts the running one at the controller); switch to it.
         Returns (its result future, its stamp in s), or None after failing the scope."""
         ch, s = self.channel, self.settings
-        trajectory, stamp = self._retime
+        trajectory, stamp, kind = self._retime
         self._retime = None
         goal = FollowJointTrajectory.Goal()
         goal.trajectory = trajectory_msg(trajectory, stamp)
@@ -321,6 +378,7 @@ class ArmRun:
         self._handle = handle
         self._result_future = handle.get_result_async()
         self.duration_s = trajectory.duration
+        self.goal_kind = kind
         self.retimes += 1
         # the replaced goal ends preempted: its result is not this arm's outcome
         ch.spin_until(old_future.done, time.monotonic() + s.cancel_wait_s)
@@ -336,7 +394,7 @@ class ArmRun:
     def _stop(self, handle, result_future) -> None:
         """Cancel the active goal; wait (bounded) for the cancel response and the final result."""
         ch, s = self.channel, self.settings
-        self._set(cancel_requested_at=self.now())
+        self._set(cancel_requested_at=self.now(), stop=StopKind.CANCEL)
         cancel_future = handle.cancel_goal_async()
         if ch.spin_until(cancel_future.done, time.monotonic() + s.cancel_wait_s):
             response = cancel_future.result()
@@ -363,8 +421,11 @@ class ArmRun:
         result = response.result
         self._set(result_at=self.now(), error_code=int(result.error_code),
                   error_string=result.error_string or self.out.error_string, stop_confirmed=True)
-        if response.status == GoalStatus.STATUS_SUCCEEDED and result.error_code == 0:
-            self._set(status=ArmStatus.SUCCEEDED)
+        if _succeeded(response):
+            if self.goal_kind == "stop":
+                self._set(status=ArmStatus.STOPPED, stop=StopKind.CONTROLLED)
+            else:
+                self._set(status=ArmStatus.SUCCEEDED)
             return
         if response.status == GoalStatus.STATUS_CANCELED:
             self._set(status=ArmStatus.CANCELED)
@@ -387,6 +448,10 @@ class ArmRun:
 
     def report(self) -> ArmReport:
         return self.out
+
+
+def _succeeded(response) -> bool:
+    return response.status == GoalStatus.STATUS_SUCCEEDED and response.result.error_code == 0
 
 
 def gate_wait_s(s: ExecutionSettings) -> float:

@@ -17,11 +17,17 @@ MoveIt (or anything else) sends one trajectory over the joints of several arms t
   stamp (now + ``start_lead_s``) itself;
 - publishes feedback merged from the arms' feedback (joint names in the goal's order; the
   desired/actual/error arrays are filled once every arm has reported them);
-- on cancel of the combined goal, cancels every arm and waits for each stop to be confirmed;
-- ``~/speed_scaling`` (std_msgs/Float64, 0 < f <= 1) re-times every arm of the running goal
-  together (``MultiArmExecutor.set_speed``);
-- ends SUCCEEDED (error_code 0), CANCELED (0), or ABORTED with the first failure's error_code
-  (-1 INVALID_GOAL when the failure carries none) and an error_string naming the arm.
+- on cancel of the combined goal, stops every arm along the plan together (a controlled stop,
+  ``MultiArmExecutor.stop``), or, where that is not possible (not yet started, no ramp within
+  the limits, a stop already under way), cancels every arm; either way it waits for each stop
+  to be confirmed;
+- ``~/speed_scaling`` (std_msgs/Float64, 0 < f <= 1) ramps every arm of the running goal to the
+  new speed together (``MultiArmExecutor.set_speed``); 0 pauses, a factor while paused resumes;
+- ``~/stop``, ``~/pause``, ``~/resume`` (std_srvs/Trigger): a controlled stop, pause and resume
+  of the running goal; the response says what happened or why not;
+- ends SUCCEEDED (error_code 0), CANCELED (0; also a controlled stop the client asked for by
+  canceling), or ABORTED with the first failure's error_code (-1 INVALID_GOAL when the failure
+  carries none, or when an operator stop ended it) and an error_string naming the arm or stop.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from std_msgs.msg import Float64
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ExecutorConfig
@@ -84,6 +91,11 @@ class CombinedTrajectoryServer:
         executor.on_feedback = self._on_arm_feedback
         self._speed = node.create_subscription(Float64, "~/speed_scaling", self._on_speed, 10,
                                                callback_group=ReentrantCallbackGroup())
+        group = ReentrantCallbackGroup()
+        self._services = [
+            node.create_service(Trigger, f"~/{name}", getattr(self, f"_on_{name}"),
+                                callback_group=group)
+            for name in ("stop", "pause", "resume")]
         self._server = ActionServer(
             node, FollowJointTrajectory, action_name, self._execute,
             goal_callback=self._on_goal, handle_accepted_callback=self._on_accepted,
@@ -136,8 +148,9 @@ class CombinedTrajectoryServer:
                 self._early_cancels.add(key)
         if scope is not None:
             try:
-                scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
-                                   "combined goal canceled by its client"))
+                text = "combined goal canceled by its client"
+                if not (self.executor.speed.controls(scope) and self.executor.stop(text)):
+                    scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None, text))
             except Exception as exc:  # noqa: BLE001 - never out of a callback
                 self._unexpected("canceling the combined goal", exc)
         return CancelResponse.ACCEPT
@@ -189,7 +202,8 @@ class CombinedTrajectoryServer:
             goal_handle.succeed()
             return Result(error_code=Result.SUCCESSFUL)
         message = _failure_text(report)
-        if goal_handle.is_cancel_requested and report.status is ExecutionStatus.CANCELED:
+        if goal_handle.is_cancel_requested and report.status in (ExecutionStatus.CANCELED,
+                                                                 ExecutionStatus.STOPPED):
             goal_handle.canceled()
             return Result(error_code=Result.SUCCESSFUL, error_string=message)
         goal_handle.abort()
@@ -197,7 +211,8 @@ class CombinedTrajectoryServer:
         return Result(error_code=code if code else Result.INVALID_GOAL, error_string=message)
 
     def _on_speed(self, msg: Float64) -> None:
-        """``~/speed_scaling`` (0 < f <= 1): every arm of the running goal re-timed together."""
+        """``~/speed_scaling`` (0 <= f <= 1): every arm of the running goal to the new speed
+        together; 0 pauses, a factor while paused resumes."""
         try:
             changed = self.executor.set_speed(float(msg.data))
         except ValueError as exc:
@@ -208,6 +223,35 @@ class CombinedTrajectoryServer:
             return
         self.node.get_logger().info(f"speed_scaling {msg.data:g}: "
                                     + ("every arm re-timed" if changed else "no goal running"))
+
+    def _on_stop(self, request, response):
+        """``~/stop``: a controlled stop of the running goal (a cancel where impossible)."""
+        return self._trigger(response, "stop", lambda: self.executor.stop("stop requested (~/stop)"))
+
+    def _on_pause(self, request, response):
+        """``~/pause``: stop along the plan and hold until ``~/resume``."""
+        return self._trigger(response, "pause", lambda: self.executor.pause("~/pause"))
+
+    def _on_resume(self, request, response):
+        """``~/resume``: the checks made before a start, then on along the plan."""
+        return self._trigger(response, "resume", self.executor.resume)
+
+    def _trigger(self, response, what: str, act):
+        try:
+            done = act()
+            response.success = bool(done)
+            response.message = (f"{what}: done" if done else
+                                f"{what}: nothing to {what} (state {self.executor.speed.state})")
+        except MjManipulatorError as exc:
+            response.success, response.message = False, f"{what} refused: {exc}"
+        except Exception as exc:  # noqa: BLE001 - never out of a callback
+            self._unexpected(what, exc)
+            response.success, response.message = False, f"{what}: {type(exc).__name__}: {exc}"
+        if response.success:  # one severity per call site (rclpy)
+            self.node.get_logger().info(response.message)
+        else:
+            self.node.get_logger().warning(response.message)
+        return response
 
     def _on_arm_feedback(self, arm: str, feedback: FollowJointTrajectory.Feedback) -> None:
         try:
@@ -230,6 +274,8 @@ class CombinedTrajectoryServer:
 
     def destroy(self) -> None:
         self.node.destroy_subscription(self._speed)
+        for service in self._services:
+            self.node.destroy_service(service)
         self._server.destroy()
 
 

@@ -29,20 +29,21 @@ from rclpy.parameter import Parameter
 
 from mj_manipulator_ros.core.config import ExecutionSettings, ExecutorConfig
 from mj_manipulator_ros.core.approach import approach_plan
-from mj_manipulator_ros.core.errors import ExecutionRefusedError, StartStateError
+from mj_manipulator_ros.core.errors import (
+    ExecutionRefusedError, RampLimitError, StartStateError)
 from mj_manipulator_ros.core.execution_watch import ExecutionWatch
-from mj_manipulator_ros.core.interpolation import remainder
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus)
 from mj_manipulator_ros.core.sync import (
-    CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel)
+    INTERRUPTED, CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel)
 from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
 from mj_manipulator_ros.ros.arm_client import (
     CHECK_PERIOD_S, WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_S, ArmChannel, ArmRun, FeedbackHook,
     gate_wait_s)
 from mj_manipulator_ros.ros.conversion import GoalTolerances
 from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
+from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.ros.start_check import StartCheck
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
@@ -52,6 +53,17 @@ NodeFactory = Callable[[str], Node]
 JOIN_SLACK_S = 5.0
 #: how often (s) the watch's freshness check runs while an execution runs
 WATCH_TICK_S = 0.02
+#: which stop a failure the watch finds calls for (docs/executor.md, "Which stop when"): True:
+#: a controlled stop along the plan (the arms are still controllable; every configuration
+#: passed is one of the synchronized plan); False: every controller's cancel (hold), where the
+#: arms' state is unknown or a joint is beyond its limit
+CONTROLLED_STOP_REASONS = {
+    FailureReason.TRACKING_ERROR: True,
+    FailureReason.PROGRESS_SKEW: True,
+    FailureReason.VELOCITY_LIMIT: False,
+    FailureReason.JOINT_STATES_STALE: False,
+    FailureReason.JOINT_STATES_INVALID: False,
+}
 
 
 class MultiArmExecutor:
@@ -109,9 +121,10 @@ class MultiArmExecutor:
         self._watch: ExecutionWatch | None = None  # the running execution's watch
         self._running: tuple | None = None          # (plan, runs, plan clock, scope) while it runs
         self._last_fresh_tick: float | None = None  # monotonic time of the last freshness check
-        self._retime_stamp: float | None = None     # the latest stamp sent (start or re-timing)
-        self._deferred_speed: float | None = None   # a speed kept until that stamp has passed
-        self._retime_lock = threading.Lock()        # one speed change at a time
+        self._controlled_failure: Failure | None = None  # a failure stopped along the plan
+        #: the running execution's speed: set_speed, stop, pause, resume (core/plan_speed.py)
+        self.speed = PlanSpeed(config, lambda: self._clock_node.get_clock().now().nanoseconds,
+                               self._check_resume)
         self.on_feedback: FeedbackHook | None = None
         #: name -> text kept in every recorded bag besides plan, config and report (entry points
         #: with a MuJoCo scene add ``scene_xml`` and ``physics_step``)
@@ -217,7 +230,7 @@ class MultiArmExecutor:
                     "their channels may be in use: make a new executor")
             self._scopes.add(scope)
         try:
-            with interrupts_cancel(scope):
+            with interrupts_cancel(scope, first=lambda: self.stop(INTERRUPTED)):
                 if not checked:
                     self.check(plan)
                 if not self._acquire_run_lock(scope):
@@ -312,6 +325,7 @@ class MultiArmExecutor:
                                self.on_feedback, tolerances.get(arm))
         finished = _Countdown(len(runs))
         self._last_runs = runs
+        self._controlled_failure = None
 
         def arm_main(arm: str, run: ArmRun) -> None:
             try:
@@ -331,10 +345,12 @@ class MultiArmExecutor:
             clock = watch.clock if stamp is not None else None
             started = time.monotonic()
             self._last_fresh_tick = None
-            self._wait(finished, threads, scope, lambda: started + join_budget(
-                s, plan.duration / (clock.slowest if clock is not None else 1.0)),
-                tick=(lambda: self._on_tick(runs, scope)) if stamp is not None else None)
+            self._wait(finished, threads, scope, lambda: started + self.speed.paused_wall_s()
+                       + join_budget(s, self.speed.ramp_total_s + plan.duration / (
+                           clock.slowest_moving if clock is not None else 1.0)),
+                       tick=(lambda: self._on_tick(runs, scope)) if stamp is not None else None)
         finally:
+            self.speed.end()
             self.monitor.listener = None
             self._watch = None
             with self._scope_lock:
@@ -355,65 +371,76 @@ class MultiArmExecutor:
                 self._stuck.update(stuck)
             scope.fail(Failure(None, FailureReason.EXCEPTION, None,
                                f"threads did not end: {[f'mjmr-arm-{a}' for a in stuck]}"))
-        return ExecutionReport(_overall(reports, scope.failure),
-                               None if stamp is None else stamp.seconds, scope.failure, reports,
-                               self._preflight is not None)
+        failure = self._controlled_failure or scope.failure   # the first one that came
+        return ExecutionReport(_overall(reports, failure),
+                               None if stamp is None else stamp.seconds, failure, reports,
+                               self._preflight is not None, stops=tuple(self.speed.stops))
 
     def set_speed(self, factor: float) -> bool:
-        """Change the speed of the running execution, every arm together (any thread): from the
-        plan time reached at a new shared stamp (now + start lead), each arm gets the rest of its
-        plan at ``factor`` times the plan's speed, preempting its running goal; the arms keep
-        one plan time between them. Returns False when nothing is running (or the plan will be
-        over by the new stamp).
+        """Change the speed of the running execution, every arm together (any thread): from a
+        new shared stamp (now + start lead) the plan's speed ramps from the current one to
+        ``factor`` along the plan, within every joint's velocity and acceleration limits
+        (``core/plan_speed.py``); each arm's running goal is replaced, the arms keep one plan
+        time between them. 0 pauses (:meth:`pause`); a factor while paused resumes at it.
+        Returns False when nothing is running (or the plan will be over first).
 
-        One re-timing at a time: a request made while the previous one (or the start) has not
-        reached its stamp is kept, the latest winning, and applied once it has. A controller
-        restarts the move to a preempting goal from its *measured* state (JTC does), so goals
-        preempted faster than they start leave the arms behind the plan, by their servo lag at
-        every preemption (0.2 s after 20 changes 50 ms apart, then a catch-up faster than the
-        plan): coalescing keeps the arms on the plan's clock.
+        One change at a time: a request made while the previous one (or the start) has not
+        reached its stamp is kept, the latest winning, and applied once it has (a controller
+        restarts the move to a preempting goal from its *measured* state, as JTC does: goals
+        preempted faster than they start would leave the arms behind the plan).
 
         Raises:
-            PlanCostError (a ValueError): ``factor`` not in [``min_speed_factor``, 1].
+            PlanCostError (a ValueError): ``factor`` not 0 and not in [``min_speed_factor``, 1].
+            RampLimitError: no ramp within the limits (nothing was sent).
         """
+        if factor == 0:
+            return self.pause("speed factor 0")
         check_speed_factor(factor, self.config)
-        with self._scope_lock:
-            running = self._running
-        if running is None:
-            return False
-        with self._retime_lock:
-            if self._retime_stamp is not None and self.now() < self._retime_stamp:
-                self._deferred_speed = factor   # applied at the tick after that stamp
+        return self.speed.set_speed(factor)
+
+    def stop(self, reason: str = "stop requested") -> bool:
+        """A controlled stop of the running execution (IEC 60204-1 category 2; any thread):
+        every arm decelerates along the plan, on one plan time, within its limits, and ends at
+        rest; the execution ends ``stopped`` with the stop's time and travel in its report.
+        Where no controlled stop is possible (nothing running yet, no ramp within the limits)
+        it falls back to :meth:`abort` (each controller's cancel: hold). Returns True when the
+        running execution will stop (either way)."""
+        try:
+            if self.speed.stop(reason):
                 return True
-            self._deferred_speed = None
-            return self._retime(running, factor)
+        except RampLimitError as exc:
+            return self.abort(f"{reason} (controlled stop impossible: {exc}; canceled instead)")
+        return self.abort(reason)
 
-    def _retime(self, running: tuple, factor: float) -> bool:
-        """Send every arm the rest of its plan at ``factor`` from a new shared stamp (the
-        caller holds the re-timing lock)."""
-        plan, runs, clock, scope = running
-        now_ns = self._clock_node.get_clock().now().nanoseconds
-        stamp = StartStamp.after(now_ns, self.config.execution.start_lead_s)
-        t0 = clock.plan_time(stamp.seconds)
-        if scope.canceled or t0 >= plan.duration - 1e-3:
-            return False
-        clock.retime(stamp.seconds, factor)
-        self._retime_stamp = stamp.seconds
-        for arm, run in runs.items():
-            run.request_retime(remainder(plan[arm], max(t0, 0.0), factor), stamp)
-        return True
+    def pause(self, reason: str = "pause requested") -> bool:
+        """Stop the running execution along the plan, as :meth:`stop`, and hold there until
+        :meth:`resume` (at most ``execution.max_pause_s``); no result deadline runs and the
+        watch expects the arms to stand. Returns False when nothing is running, or it is
+        paused or stopping already.
 
-    def _apply_deferred_speed(self) -> None:
-        """A speed request kept while a re-timing was in flight, once that one has started."""
-        with self._scope_lock:
-            running = self._running
-        with self._retime_lock:
-            factor = self._deferred_speed
-            if factor is None or running is None or self._retime_stamp is None or \
-                    self.now() < self._retime_stamp:
-                return
-            self._deferred_speed = None
-            self._retime(running, factor)
+        Raises:
+            RampLimitError: no stop within the limits from here (nothing was sent).
+        """
+        return self.speed.pause(reason)
+
+    def resume(self, factor: float | None = None) -> bool:
+        """Continue a paused execution from a new shared stamp, ramping up along the plan to
+        ``factor`` (default: the speed before the pause). First re-checks what can have
+        changed while paused: every arm where it was paused (``start_tolerance_rad``) and the
+        controllers' clocks. Returns False when not paused.
+
+        Raises:
+            StartStateError, ClockOffsetError: a check failed (still paused; nothing sent).
+            PlanCostError: ``factor`` out of range.
+        """
+        if factor is not None:
+            check_speed_factor(factor, self.config)
+        return self.speed.resume(factor)
+
+    def _check_resume(self, pose: MultiArmPlan) -> None:
+        if self.start_check.state_enabled(pose.arm_names):
+            self.start_check.check_state(pose)
+        self.start_check.check_clocks(pose.arm_names)
 
     def _start_watch(self, plan: MultiArmPlan, stamp: StartStamp, scope: CancelScope,
                      runs: Mapping[str, ArmRun]) -> None:
@@ -422,8 +449,7 @@ class MultiArmExecutor:
         watch = self._watch  # built before the stamp (sampling the plan is off its path)
         watch.set_start(stamp.seconds, self.monitor.received(
             [j for arm in plan.arm_names for j in plan[arm].joint_names]))
-        with self._retime_lock:
-            self._retime_stamp, self._deferred_speed = stamp.seconds, None
+        self.speed.begin(plan, runs, watch.clock, scope, stamp.seconds)
         with self._scope_lock:
             self._running = (plan, runs, watch.clock, scope)
 
@@ -432,9 +458,28 @@ class MultiArmExecutor:
             self._mark_done(watch, runs)
             violation = watch.on_joint_state(names, positions, msg_stamp, received, velocities)
             if violation is not None:
-                scope.fail(Failure(violation.arm, FailureReason(violation.reason), None,
-                                   violation.text))
+                self._fail(scope, Failure(violation.arm, FailureReason(violation.reason), None,
+                                          violation.text))
         self.monitor.listener = on_joint_state
+
+    def _fail(self, scope: CancelScope, failure: Failure) -> None:
+        """A failure the watch found: the stop its reason calls for (``STOP_POLICY``). A
+        controlled stop records the failure (the report's first failure, status ``failed``)
+        and stops every arm along the plan; where it cannot (no ramp within the limits, a stop
+        already under way) and for every other reason, the scope fails: every arm canceled."""
+        if CONTROLLED_STOP_REASONS.get(failure.reason, False):
+            with self._scope_lock:
+                first = self._controlled_failure is None and not scope.canceled
+                if first:
+                    self._controlled_failure = failure
+            if not first:
+                return
+            try:
+                if self.speed.stop(f"{failure.reason.value}: {failure.error_string}"):
+                    return
+            except RampLimitError:
+                pass
+        scope.fail(failure)
 
     @staticmethod
     def _mark_done(watch: ExecutionWatch, runs: Mapping[str, ArmRun]) -> None:
@@ -445,7 +490,7 @@ class MultiArmExecutor:
     def _on_tick(self, runs: Mapping[str, ArmRun], scope: CancelScope) -> None:
         """Every ``WATCH_TICK_S`` while an execution runs (the calling thread)."""
         self._check_fresh(runs, scope)
-        self._apply_deferred_speed()
+        self.speed.tick()
 
     def _check_fresh(self, runs: Mapping[str, ArmRun], scope: CancelScope) -> None:
         """The watch's freshness check (no message reports that messages stopped), on this
@@ -583,6 +628,8 @@ def _overall(reports: dict[str, ArmReport], failure: Failure | None) -> Executio
     if failure is None:
         if all(r.status is ArmStatus.SUCCEEDED for r in reports.values()):
             return ExecutionStatus.SUCCEEDED
+        if all(r.status in (ArmStatus.SUCCEEDED, ArmStatus.STOPPED) for r in reports.values()):
+            return ExecutionStatus.STOPPED
         return ExecutionStatus.FAILED
     if failure.reason is FailureReason.EXTERNAL_ABORT:
         return ExecutionStatus.CANCELED

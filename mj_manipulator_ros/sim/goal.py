@@ -95,6 +95,7 @@ class GoalTicket:
     actual_velocity: Optional[np.ndarray] = None
     # statistics
     started_at: Optional[float] = None
+    picked_up_at: Optional[float] = None  # the control cycle that took it (controller clock)
     motion_onset: Optional[float] = None
     max_tracking_error: float = 0.0
     final_error: Optional[float] = None

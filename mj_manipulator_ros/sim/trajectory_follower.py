@@ -177,6 +177,7 @@ class TrajectoryFollower:
         self._ref0 = q.copy()  # what a stalled arm holds
         self._stalled = np.stack([self._ref0, np.zeros_like(q), np.zeros_like(q)])
         ticket.started_at = self._start
+        ticket.picked_up_at = now
 
     def _record(self, t: GoalTicket, now: float, ref: np.ndarray, q, qd, error) -> None:
         """The feedback fields, replaced whole (``ref`` rows are fresh or never modified)."""

@@ -1,0 +1,278 @@
+"""The running execution's speed: speed changes, the controlled stop, pause and resume.
+
+Every change is one shared time scaling of the plan (``core/time_scaling.py``) that starts at
+one new shared time (now + start lead), sent to every arm as a goal that preempts its running
+one, as a joint_trajectory_controller takes any new goal (goal replacement only: it works
+against an unmodified controller). Each goal begins slightly *before* it is sent, with the
+running goal itself up to the ramp: the controller joins it mid-way and its reference stays
+continuous (no move from the measured state, no command step at the switch). The plan clock the watch reads (:class:`PlanClock`) follows the same
+scaling, so the watch checks a stopping, paused or resuming arm against where the plan says
+it is.
+
+- :meth:`PlanSpeed.set_speed`: ramp from the current speed to a new factor.
+- :meth:`PlanSpeed.stop`: a controlled stop (IEC 60204-1 category 2): ramp to 0; each arm's
+  goal ends at rest at one plan time and the execution ends ``stopped``.
+- :meth:`PlanSpeed.pause` / :meth:`PlanSpeed.resume`: ramp to 0 and wait, the arms holding
+  their last point (no goal active); then, after re-checking what can have changed while
+  paused (each arm where it was paused, the controllers' clocks), ramp back up from a new stamp.
+
+One change at a time; a speed change asked while the previous change has not reached its
+stamp is kept and applied once it has (the latest wins), as before: a stop, pause or resume is
+never deferred.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.report import StopRecord
+from mj_manipulator_ros.core.sync import StartStamp
+from mj_manipulator_ros.core.time_scaling import (
+    JointBounds, Ramp, RunningGoal, joint_bounds, plan_ramp)
+
+#: a change's goals begin this long before it is asked for (beyond the largest clock offset
+#: the start check allows): every controller picks them up after their first point and joins
+#: them mid-way, on the running goal's own spline (``core/time_scaling.ramp_trajectory``)
+LEAD_IN_MARGIN_S = 0.03
+#: computations of a change's ramp before it is sent anyway (see PlanSpeed._prepare)
+PREPARE_TRIES = 3
+
+
+class PlanSpeed:
+    """Args:
+        config: arms (limits) and execution settings (start lead, stop acceleration).
+        now_ns: the controllers' clock, integer ns.
+        check_resume: ``(pose_plan, arms) -> None`` raising when an arm may not resume (not at
+            its paused pose, a controller clock off): the executor's start checks.
+    """
+
+    def __init__(self, config: ExecutorConfig, now_ns: Callable[[], int],
+                 check_resume: Callable[[MultiArmPlan], None]) -> None:
+        self.config = config
+        self._now_ns = now_ns
+        self._check_resume = check_resume
+        self._lock = threading.RLock()
+        self._running: Optional[tuple] = None     # (plan, runs, clock, scope)
+        self._bounds: dict[str, JointBounds] = {}
+        self._goals: dict[str, RunningGoal] = {}  # what each controller runs
+        self._stamp: Optional[float] = None       # the latest stamp sent (start or change)
+        self._deferred: Optional[float] = None
+        self._factor = 1.0                        # the speed asked for (resume returns to it)
+        self.state = "idle"                       # idle, running, stopping, paused
+        self.stops: list[StopRecord] = []
+        self._paused_at: Optional[float] = None   # monotonic
+        self._paused_total = 0.0
+        self.ramp_total_s = 0.0
+
+    # ---- the executor's bookkeeping -----------------------------------------------------------
+    def begin(self, plan: MultiArmPlan, runs, clock, scope, stamp_s: float) -> None:
+        limits = {a: {j: (lim.velocity, lim.acceleration)
+                      for j, lim in self.config.arm(a).joint_limits.items()}
+                  for a in plan.arm_names}
+        bounds = joint_bounds(plan, limits, self.config.execution.stop_acceleration)
+        with self._lock:
+            self._running = (plan, runs, clock, scope)
+            self._bounds = bounds
+            self._goals = {a: RunningGoal(plan[a], stamp_s) for a in plan.arm_names}
+            self._stamp, self._deferred, self._factor = stamp_s, None, 1.0
+            self.state, self.stops = "running", []
+            self._paused_at, self._paused_total, self.ramp_total_s = None, 0.0, 0.0
+
+    def end(self) -> None:
+        with self._lock:
+            self._running = None
+            self.state = "idle"
+            if self._paused_at is not None:
+                self._paused_total += time.monotonic() - self._paused_at
+                self._paused_at = None
+
+    def controls(self, scope) -> bool:
+        """Is ``scope``'s execution the running one (stamped, so a controlled stop applies)?"""
+        with self._lock:
+            return self._running is not None and self._running[3] is scope
+
+    def paused_wall_s(self) -> float:
+        """Wall time spent paused so far (s): the execution's join bound excludes it."""
+        with self._lock:
+            current = 0.0 if self._paused_at is None else time.monotonic() - self._paused_at
+            return self._paused_total + current
+
+    def _now(self) -> float:
+        return self._now_ns() * 1e-9
+
+    # ---- changes (any thread) -----------------------------------------------------------------
+    def set_speed(self, factor: float) -> bool:
+        """Ramp to ``factor`` (already checked by the caller) from a new stamp; while paused,
+        resume at it. False when nothing runs or the plan ends first."""
+        with self._lock:
+            if self._running is None or self.state == "stopping":
+                return False
+            if self.state == "paused":
+                return self.resume(factor)
+            if self._stamp is not None and self._now() < self._stamp:
+                self._deferred = factor      # applied at the tick after that stamp
+                return True
+            self._deferred = None
+            return self._change(factor)
+
+    def tick(self) -> None:
+        """A speed change kept while the previous change was in flight, once it has started."""
+        with self._lock:
+            factor = self._deferred
+            if factor is None or self._running is None or self.state != "running" or \
+                    self._stamp is None or self._now() < self._stamp:
+                return
+            self._deferred = None
+            self._change(factor)
+
+    def stop(self, reason: str) -> bool:
+        """A controlled stop: every arm decelerates along the plan on one plan time and ends at
+        rest; the execution ends ``stopped``. While paused: the execution ends there. False
+        when nothing runs, a stop is already under way, or the plan ends first.
+
+        Raises:
+            RampLimitError: no stop within the limits from here (the caller cancels instead).
+        """
+        with self._lock:
+            if self._running is None or self.state == "stopping":
+                return False
+            if self.state == "paused":
+                self.state = "stopping"
+                for run in self._running[1].values():
+                    run.request_end()
+                return True
+            return self._ramp_to_rest("stop", reason)
+
+    def pause(self, reason: str = "pause") -> bool:
+        """Ramp to rest along the plan and hold there until :meth:`resume` (or ``max_pause_s``).
+        False when nothing runs, it is already paused or stopping, or the plan ends first.
+
+        Raises:
+            RampLimitError: no stop within the limits from here.
+        """
+        with self._lock:
+            if self._running is None or self.state != "running":
+                return False
+            return self._ramp_to_rest("pause", reason)
+
+    def resume(self, factor: Optional[float] = None) -> bool:
+        """Continue a paused execution at ``factor`` (default: the speed before the pause) from
+        a new stamp, ramping up along the plan. False when not paused.
+
+        Raises:
+            StartStateError, ClockOffsetError: an arm is not where it was paused, or a
+                controller's clock is off (nothing was sent: still paused).
+            RampLimitError: no ramp within the limits.
+        """
+        with self._lock:
+            if self._running is None or self.state != "paused":
+                return False
+            plan, runs, clock, _scope = self._running
+            if all(r.paused for r in runs.values()):   # at rest: re-check what can have changed
+                rest = self.stops[-1].plan_time_end
+                self._check_resume(_pose_plan(plan, rest))
+            f = self._factor if factor is None else float(factor)
+            _now_ns, stamp, _s0, ramp = self._prepare(f)
+            self._send(ramp, stamp, "resume")
+            self._factor = f
+            self.state = "running"
+            if self._paused_at is not None:
+                self._paused_total += time.monotonic() - self._paused_at
+                self._paused_at = None
+            return True
+
+    # ---- internals (the lock held) ------------------------------------------------------------
+    def _change(self, factor: float) -> bool:
+        plan, _runs, _clock, scope = self._running
+        _now_ns, stamp, s0, ramp = self._prepare(factor)
+        if scope.canceled or ramp is None or s0 >= plan.duration - 1e-3 or ramp.reaches_end:
+            return False          # the plan is over before the new speed would be reached
+        self._send(ramp, stamp, "speed")
+        self._factor = factor
+        return True
+
+    def _ramp_to_rest(self, kind: str, reason: str) -> bool:
+        plan, _runs, clock, scope = self._running
+        requested = self._now()
+        s_req = clock.plan_time(requested)
+        started = time.monotonic()
+        _now_ns, stamp, s0, ramp = self._prepare(0.0)
+        if scope.canceled or ramp is None:
+            return False
+        if not ramp.reaches_end:
+            self._send(ramp, stamp, kind)
+        travel = _travel(plan, max(s_req, 0.0), ramp.end_plan_time)
+        self.stops.append(StopRecord(
+            kind, reason, requested, stamp.seconds, s_req, s0, ramp.end_plan_time,
+            ramp.duration, stamp.seconds + ramp.duration - requested, travel, ramp.binding,
+            ramp.reaches_end, time.monotonic() - started))
+        self.state = "paused" if kind == "pause" and not ramp.reaches_end else "stopping"
+        if self.state == "paused":
+            self._paused_at = time.monotonic()
+        return True
+
+    def _prepare(self, f1: float):
+        """The ramp to ``f1`` from a new stamp: (now ns, stamp, plan time there, ramp or None
+        when the plan ends first). The stamp leaves the controllers time to pick the goals up
+        (start lead) only if computing took little of it: past half the lead, computed again
+        from a fresh stamp (at most PREPARE_TRIES times; then sent anyway: a controller that
+        takes a goal after its ramp began joins it there, continuous in position)."""
+        plan, _runs, clock, _scope = self._running
+        half_lead = int(self.config.execution.start_lead_s * 0.5e9)
+        for _ in range(PREPARE_TRIES):
+            now_ns, stamp = self._ramp_stamp()
+            s0 = clock.plan_time(stamp.seconds)
+            if s0 >= plan.duration - 1e-9:
+                return now_ns, stamp, s0, None
+            ramp = self._plan(plan, s0, clock.rate(stamp.seconds), f1, now_ns, stamp)
+            if self._now_ns() <= stamp.nanoseconds - half_lead:
+                break
+        return now_ns, stamp, s0, ramp
+
+    def _ramp_stamp(self) -> tuple[int, StartStamp]:
+        """Now (ns) and where a change asked now starts: now + start lead."""
+        now_ns = self._now_ns()
+        return now_ns, StartStamp.after(now_ns, self.config.execution.start_lead_s)
+
+    def _plan(self, plan: MultiArmPlan, s0: float, f0: float, f1: float, now_ns: int,
+              stamp: StartStamp) -> Ramp:
+        back = self.config.execution.max_clock_offset_s + LEAD_IN_MARGIN_S
+        return plan_ramp(plan, max(s0, 0.0), f0, f1, self._bounds, running=self._goals,
+                         t_from=now_ns * 1e-9 - back, t_ramp=stamp.seconds)
+
+    def _send(self, ramp: Ramp, stamp: StartStamp, kind: str) -> None:
+        """Every arm's goal, stamped ``lead_s`` before the ramp's start ``stamp``."""
+        _plan, runs, clock, _scope = self._running
+        clock.rescale(stamp.seconds, ramp.start_plan_time, ramp.scaling)
+        self._stamp = stamp.seconds
+        self.ramp_total_s += ramp.duration
+        goal_stamp = StartStamp(stamp.nanoseconds - int(round(ramp.lead_s * 1e9)))
+        for arm, run in runs.items():
+            self._goals[arm] = RunningGoal(ramp.trajectories[arm], goal_stamp.seconds)
+            run.request_retime(ramp.trajectories[arm], goal_stamp, kind)
+
+
+def _travel(plan: MultiArmPlan, s_from: float, s_to: float) -> dict[str, float]:
+    """Per arm, the largest joint path length between two plan times (sampled every ms)."""
+    out = {}
+    ts = np.linspace(s_from, s_to, max(2, int((s_to - s_from) / 1e-3) + 1))
+    for arm, traj in plan.arms.items():
+        p, _, _ = sample(traj, ts)
+        out[arm] = float(np.abs(np.diff(p, axis=0)).sum(axis=0).max()) if len(ts) > 1 else 0.0
+    return out
+
+
+def _pose_plan(plan: MultiArmPlan, s: float) -> MultiArmPlan:
+    """A one-point plan at the plan's pose at plan time ``s`` (for the resume check)."""
+    arms = {}
+    for arm, traj in plan.arms.items():
+        p, _, _ = sample(traj, [s])
+        arms[arm] = ArmTrajectory(traj.joint_names, [0.0], p, arm=arm)
+    return MultiArmPlan(arms)
