@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 the operation ran and failed (or found a collision); 2 bad input
 (configuration, plan or arguments), nothing moved; 4 the run succeeded but its record could not
-be written whole (the report is saved elsewhere); 130 interrupted by Ctrl-C (arms stopped).
+be written whole (the report is saved elsewhere); 130 interrupted by Ctrl-C (arms stopped
+along the plan; a second Ctrl-C: canceled). Ctrl-Z pauses along the plan, Ctrl-Z again resumes.
 """
 
 from __future__ import annotations
@@ -56,13 +57,18 @@ def _execute(args: argparse.Namespace) -> int:
         print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     scope = CancelScope()
-    with interrupts_cancel(scope):  # from here on Ctrl-C cancels (nothing sent, or every arm
-        try:                        # canceled and confirmed); it never raises
+    made: list = []   # the executor, once made: the first Ctrl-C is its controlled stop
+    # from here on Ctrl-C stops the arms along the plan (a second one cancels: every arm holds;
+    # before anything is sent, nothing is sent); it never raises
+    with interrupts_cancel(scope, first=lambda: bool(made) and made[0].stop(INTERRUPTED)):
+        try:
             executor = MultiArmExecutor(config, preflight=preflight_for(config))
             executor.record_artifacts = artifacts
+            made.append(executor)
         except MjManipulatorError as exc:
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        restore = _pause_on_ctrl_z(executor)
         try:
             report = executor.execute(plan, record=args.record, scope=scope,
                                       approach=args.approach)
@@ -73,6 +79,7 @@ def _execute(args: argparse.Namespace) -> int:
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
             return EXIT_FAILED
         finally:
+            restore()
             executor.close()
         print(report.to_json() if args.json else report.summary(), flush=True)
         if report.record_error is not None:
@@ -86,7 +93,44 @@ def _execute(args: argparse.Namespace) -> int:
     f = report.first_failure
     if f is not None and f.reason is FailureReason.EXTERNAL_ABORT and f.error_string == INTERRUPTED:
         return EXIT_INTERRUPTED
+    if f is None and report.stops and report.stops[-1].reason == INTERRUPTED:
+        return EXIT_INTERRUPTED   # stopped along the plan by Ctrl-C
     return EXIT_FAILED
+
+
+def _pause_on_ctrl_z(executor):
+    """Where a terminal can send it: Ctrl-Z (SIGTSTP) pauses the running execution along the
+    plan instead of suspending the process (the arms would go on unattended); Ctrl-Z again, or
+    SIGCONT, resumes it. Says so on stderr. Returns the function that restores the handlers."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "SIGTSTP") or threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def toggle(resume_only: bool) -> None:
+        try:
+            if executor.speed.state == "paused":
+                executor.resume()
+                print("mj-manipulator-ros execute: resumed", file=sys.stderr, flush=True)
+            elif not resume_only and executor.pause("paused (Ctrl-Z)"):
+                print("mj-manipulator-ros execute: paused along the plan; Ctrl-Z again (or kill "
+                      "-CONT) resumes, Ctrl-C stops", file=sys.stderr, flush=True)
+        except Exception as exc:  # noqa: BLE001 - a refused resume says why and stays paused
+            print(f"mj-manipulator-ros execute: {'resume' if resume_only else 'Ctrl-Z'}: {exc}",
+                  file=sys.stderr, flush=True)
+
+    def on_tstp(_signum, _frame) -> None:
+        threading.Thread(target=toggle, args=(False,), name="mjmr-sigtstp", daemon=True).start()
+
+    def on_cont(_signum, _frame) -> None:
+        threading.Thread(target=toggle, args=(True,), name="mjmr-sigcont", daemon=True).start()
+    previous = (signal.signal(signal.SIGTSTP, on_tstp), signal.signal(signal.SIGCONT, on_cont))
+
+    def restore() -> None:
+        signal.signal(signal.SIGTSTP, previous[0])
+        signal.signal(signal.SIGCONT, previous[1])
+    return restore
 
 
 def _save_report_elsewhere(report) -> None:

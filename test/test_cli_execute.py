@@ -16,7 +16,7 @@ from mj_manipulator_ros.core.plan_io import save_plan
 CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
 ARM_KEYS = {"status", "error_code", "error_string", "goal_sent_at", "accepted_at", "result_at",
             "cancel_requested_at", "cancel_acknowledged_at", "stop_confirmed",
-            "max_tracking_error", "max_progress_skew", "max_velocity"}
+            "max_tracking_error", "max_progress_skew", "max_velocity", "stop"}
 
 
 def write_inputs(tmp_path: Path, duration: float, arms=("left", "right")) -> tuple[Path, Path]:
@@ -49,7 +49,7 @@ def test_execute_prints_json_report_and_exits_0(tmp_path, processes) -> None:
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert set(report) == {"status", "start_stamp", "first_failure", "arms", "preflight_checked",
-                           "record_path", "record_error"}
+                           "record_path", "record_error", "stops"}
     assert report["status"] == "succeeded" and report["first_failure"] is None
     for arm in ("left", "right"):
         assert set(report["arms"][arm]) == ARM_KEYS
@@ -80,12 +80,38 @@ def test_bad_plan_exits_2_before_connecting(tmp_path) -> None:
         in out.stderr
 
 
-def test_ctrl_c_cancels_every_arm(tmp_path, processes) -> None:
+def test_ctrl_c_stops_every_arm_along_the_plan(tmp_path, processes) -> None:
+    """The first Ctrl-C is a controlled stop: every arm gets a stop goal on one shared stamp
+    and ends at rest on the plan; the report says stopped, the CLI exits 130."""
     plan, cfg = write_inputs(tmp_path, duration=4.0)
-    ctl = controllers(processes, {"left": "never_finish", "right": "never_finish"})
+    ctl = controllers(processes, {"left": "succeed", "right": "succeed"})
     cli = processes([*CLI, "execute", str(plan), "--config", str(cfg), "--json"])
     for proc in ctl.values():  # both goals are out and running: now press Ctrl-C
         processes.wait_for_line(proc, "goal received", timeout=60)
+    cli.send_signal(signal.SIGINT)
+    code = cli.wait(timeout=30)
+    text = cli.stdout.read()
+    assert code == 130, json.loads(text).get("first_failure") if text.strip() else text
+    report = json.loads(text)
+    assert report["status"] == "stopped" and report["first_failure"] is None, report
+    assert [s["reason"] for s in report["stops"]] == ["interrupted (Ctrl-C)"]
+    for arm in ("left", "right"):
+        assert report["arms"][arm]["status"] == "stopped", report
+        assert report["arms"][arm]["stop"] == "controlled"
+        assert report["arms"][arm]["stop_confirmed"] is True
+
+
+def test_a_second_ctrl_c_cancels_every_arm(tmp_path, processes) -> None:
+    """Controllers that never finish the stop goal: a second Ctrl-C does not wait for it, it
+    cancels every arm (hold), confirmed; exit 130."""
+    plan, cfg = write_inputs(tmp_path, duration=4.0)
+    ctl = controllers(processes, {"left": "never_finish", "right": "never_finish"})
+    cli = processes([*CLI, "execute", str(plan), "--config", str(cfg), "--json"])
+    for proc in ctl.values():
+        processes.wait_for_line(proc, "goal received", timeout=60)
+    cli.send_signal(signal.SIGINT)
+    for proc in ctl.values():  # the stop goals arrive
+        processes.wait_for_line(proc, "goal received", timeout=30)
     cli.send_signal(signal.SIGINT)
     code = cli.wait(timeout=30)
     text = cli.stdout.read()
@@ -95,6 +121,7 @@ def test_ctrl_c_cancels_every_arm(tmp_path, processes) -> None:
     assert report["first_failure"]["error_string"] == "interrupted (Ctrl-C)"
     for arm in ("left", "right"):
         assert report["arms"][arm]["status"] == "canceled", report
+        assert report["arms"][arm]["stop"] == "cancel"
         assert report["arms"][arm]["stop_confirmed"] is True
 
 
