@@ -326,3 +326,64 @@ def test_the_execution_nodes_bag_opens_in_every_reader(combined, tmp_path) -> No
     assert events, "the executor's events were recorded"
     for arm in ("left", "right"):
         assert len(bag.on(goal_topic(arm))) == 1, f"{arm}'s goal was recorded once"
+
+
+def _trigger(ros, service: str):
+    """Call a std_srvs/Trigger service of the execution node; returns the response."""
+    from std_srvs.srv import Trigger
+
+    node = rclpy.create_node("mjmr_test_trigger", context=ros.context)
+    ex = SingleThreadedExecutor(context=ros.context)
+    ex.add_node(node)
+    try:
+        client = node.create_client(Trigger, f"/mjmr_test_execution/{service}")
+        assert client.wait_for_service(timeout_sec=10.0), f"no {service} service"
+        future = client.call_async(Trigger.Request())
+        ex.spin_until_future_complete(future, timeout_sec=10.0)
+        assert future.done(), f"{service}: no response"
+        return future.result()
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+
+
+def test_pause_and_resume_services_and_speed_zero(combined, ros) -> None:
+    """~/pause stops every arm along the plan and holds; ~/resume goes on from one shared
+    stamp; the combined goal then succeeds. ~/speed_scaling 0 pauses as well, and a factor
+    resumes. Without a running goal each says so (success false)."""
+    from std_msgs.msg import Float64
+
+    client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"})
+    assert not _trigger(ros, "pause").success
+    handle = send(client, client_exec, combined_goal(duration=4.0))
+    deadline = time.monotonic() + 10.0
+    while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
+        client_exec.spin_once(timeout_sec=0.05)
+    time.sleep(0.5)
+    paused = _trigger(ros, "pause")
+    assert paused.success, paused.message
+    assert not _trigger(ros, "pause").success          # already paused: says so
+    time.sleep(1.0)
+    resumed = _trigger(ros, "resume")
+    assert resumed.success, resumed.message
+    # the speed topic: 0 pauses, a factor resumes
+    pub_node = rclpy.create_node("mjmr_test_speed", context=ros.context)
+    pub = pub_node.create_publisher(Float64, "/mjmr_test_execution/speed_scaling", 10)
+    time.sleep(0.5)
+    pub.publish(Float64(data=0.0))
+    deadline = time.monotonic() + 5.0
+    while server.executor.speed.state != "paused" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.executor.speed.state == "paused"
+    pub.publish(Float64(data=0.8))
+    outcome = result(client_exec, handle)
+    pub_node.destroy_node()
+    assert outcome.status == GoalStatus.STATUS_SUCCEEDED, outcome.result.error_string
+    report = server.last_report
+    assert [s.kind for s in report.stops] == ["pause", "pause"], report.summary()
+    for arm in ("left", "right"):
+        kinds = len(ctl[arm].goals)
+        assert kinds == 5, kinds          # plan, pause, resume, pause, resume
+        assert report.arms[arm].status is ArmStatus.SUCCEEDED
+    for k in range(1, 5):                 # every change on one shared stamp
+        assert ctl["left"].goals[k].stamp_ns == ctl["right"].goals[k].stamp_ns

@@ -2,13 +2,17 @@
 crossing plan at full speed): every arm decelerates along the plan on one plan time, within
 its limits, with a reference continuous in position and velocity; the recording replays clear.
 
-The reference the simulated controllers run is recorded every control cycle from the physics
-thread (an observer), and checked here against limits the test reads from the configuration,
-by finite differences of the reference positions (an independent reference: not the ramp's own
-velocities and accelerations)."""
+The scenario runs in a fresh process (``openarm_stop_driver.py``: why there); the reference the
+simulated controllers run is recorded there every control cycle from the physics thread, and
+checked here against limits read from the configuration, by finite differences of the
+reference positions (an independent reference: not the ramp's own velocities and
+accelerations)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,47 +23,23 @@ import pytest
 from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan_io import load_plan
-from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus, StopKind
+from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport, ExecutionStatus, StopKind
 from mj_manipulator_ros.resources import config_file, share_dir
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from mj_manipulator_ros.sim.sim_config import sim_config
 
 PLAN = "config/plans/openarm_crossing.yaml"
+DRIVER = Path(__file__).with_name("openarm_stop_driver.py")
 
 
-class ReferenceLog:
-    """Every control cycle: the controllers' time and each arm's position reference (J,)."""
-
-    def __init__(self, sim) -> None:
-        self.rows: list[tuple[float, dict]] = []
-        self._controllers = sim.shared.controllers
-        self._period = sim.shared.control_period
-        sim.shared.add_observer(sim.shared.settings.control_rate_hz, self._on_cycle)
-
-    def _on_cycle(self, snap) -> None:
-        # the physics thread, after the cycle's physics: the controllers evaluated their
-        # references one control period earlier on their clock, at the cycle's start
-        self.rows.append((snap.controller_time - self._period, {
-            a: np.array(c.follower.position, dtype=float) for a, c in self._controllers.items()}))
-
-    def arrays(self) -> tuple[np.ndarray, dict]:
-        rows = list(self.rows)
-        t = np.array([r[0] for r in rows])
-        return t, {a: np.array([r[1][a] for r in rows]) for a in rows[0][1]}
-
-
-@pytest.fixture
-def openarm(ros, tmp_path):
-    from mj_manipulator_ros.sim.sim_node import SimNode
-
-    cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
-    sim = SimNode(cfg, context=ros.context).start()
-    executor = MultiArmExecutor(cfg.executor, context=ros.context)
-    try:
-        yield sim, executor, cfg
-    finally:
-        executor.close()
-        sim.close()
+def run_scenario(scenario: str, out: Path) -> tuple[ExecutionReport, dict, np.ndarray, dict]:
+    done = subprocess.run([sys.executable, str(DRIVER), scenario, str(out)],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = ExecutionReport.from_dict(json.loads((out / "report.json").read_text()))
+    extra = json.loads((out / "events.json").read_text())
+    data = np.load(out / "ref.npz")
+    return report, extra, data["t"], {a: data[a] for a in data.files if a != "t"}
 
 
 def _after_stamp(executor: MultiArmExecutor, plan_time: float, limit_s: float = 30.0) -> None:
@@ -85,7 +65,7 @@ def _limits(cfg, plan) -> dict:
 
 def _check_reference(t, ref, limits, what: str) -> dict:
     """Finite differences of the recorded position reference: peak |v| / v_max and |a| / a_max
-    per arm, and the largest one-cycle position step over v_max dt (a jump shows as >> 1)."""
+    per arm."""
     dt = np.diff(t)
     assert dt.min() > 0, f"{what}: cycles out of order"
     out = {}
@@ -98,23 +78,13 @@ def _check_reference(t, ref, limits, what: str) -> dict:
 
 
 @pytest.mark.slow
-def test_a_controlled_stop_from_full_speed_ends_both_arms_on_one_plan_time(openarm, tmp_path
-                                                                            ) -> None:
-    sim, executor, cfg = openarm
+def test_a_controlled_stop_from_full_speed_ends_both_arms_on_one_plan_time(tmp_path) -> None:
+    cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
     plan = load_plan(share_dir() / PLAN)
-    log = ReferenceLog(sim)
-    stop_at = 8.0       # the plan's fastest stretch (left joint 2 at 1.26 rad/s)
-    asked = []
-
-    def operator() -> None:
-        _after_stamp(executor, stop_at)
-        asked.append((executor.now(), executor.stop("operator stop (test)")))
-    t = threading.Thread(target=operator)
-    t.start()
-    bag = tmp_path / "stop_bag"
-    report = executor.execute(plan, record=str(bag))
-    t.join(30)
-    assert asked and asked[0][1], "stop() refused"
+    report, extra, t_ref, ref = run_scenario("stop", tmp_path)
+    asked = extra["events"]
+    assert asked and asked[0][2], ("stop() refused", report.first_failure)
+    stop_at = 8.0
     assert report.status is ExecutionStatus.STOPPED, report.summary()
     assert len(report.stops) == 1
     record = report.stops[0]
@@ -124,14 +94,12 @@ def test_a_controlled_stop_from_full_speed_ends_both_arms_on_one_plan_time(opena
         assert r.stop_confirmed
     assert stop_at <= record.plan_time_requested < record.plan_time_stamp < record.plan_time_end
     assert record.plan_time_end < plan.duration - 1.0
-
     # 0. every controller took its stop goal before the ramp began (else it joins mid-ramp)
     for arm in ("left", "right"):
-        picked = sim.arms[arm].tickets[-1].picked_up_at
+        picked = extra["tickets"][arm][-1]["picked_up"]
         assert picked < record.stamp, (
             f"{arm}: stop goal taken {(picked - record.stamp) * 1e3:.1f} ms after the ramp "
             f"began (ramp computed in {record.computed_s * 1e3:.0f} ms)")
-    t_ref, ref = log.arrays()
     # 1. one plan time: each arm's reference comes to rest at its plan pose at plan_time_end,
     #    and both arrive in the same control cycle
     rest_cycle = {}
@@ -141,11 +109,11 @@ def test_a_controlled_stop_from_full_speed_ends_both_arms_on_one_plan_time(opena
         moving = np.flatnonzero(np.abs(q - q[-1]).max(axis=1) > 1e-9)
         rest_cycle[arm] = t_ref[moving[-1] + 1]
     skew = abs(rest_cycle["left"] - rest_cycle["right"])
-    period = 1.0 / cfg.sim.control_rate_hz
+    period = extra["control_period"]
     assert skew <= period + 1e-6, f"arms came to rest {skew * 1e3:.2f} ms apart"
     # ... and the rest came when the ramp said (stamp + ramp), within a cycle
     assert abs(max(rest_cycle.values()) - (record.stamp + record.ramp_s)) <= period + 1e-6
-    # 2. within the limits, no jump: every sample of the reference from the start on
+    # 2. within the limits, no jump: every sample of the reference from a second before on
     use = _check_reference(t_ref, ref, _limits(cfg, plan), "controlled stop")
     for arm, (v_use, a_use) in use.items():
         assert v_use <= 1.0 + 1e-6 and a_use <= 1.0 + 1e-3, (arm, v_use, a_use)
@@ -171,22 +139,12 @@ def test_a_controlled_stop_from_full_speed_ends_both_arms_on_one_plan_time(opena
 
 
 @pytest.mark.slow
-def test_pause_three_seconds_and_resume_mid_plan(openarm) -> None:
-    sim, executor, cfg = openarm
+def test_pause_three_seconds_and_resume_mid_plan(tmp_path) -> None:
+    cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
     plan = load_plan(share_dir() / PLAN)
-    log = ReferenceLog(sim)
-    events = []
-
-    def operator() -> None:
-        _after_stamp(executor, 4.0)
-        events.append(("pause", executor.now(), executor.pause("test pause")))
-        time.sleep(3.0)
-        events.append(("resume", executor.now(), executor.resume()))
-    t = threading.Thread(target=operator)
-    t.start()
-    report = executor.execute(plan)
-    t.join(30)
-    assert [e[2] for e in events] == [True, True], events
+    report, extra, t_ref, ref = run_scenario("pause", tmp_path)
+    events = extra["events"]
+    assert [e[2] for e in events] == [True, True], (events, report.first_failure)
     assert report.succeeded, report.summary()
     for arm in ("left", "right"):
         assert report.arms[arm].status is ArmStatus.SUCCEEDED
@@ -194,19 +152,68 @@ def test_pause_three_seconds_and_resume_mid_plan(openarm) -> None:
         assert report.arms[arm].max_tracking_error < cfg.executor.execution.path_tolerance_rad
         assert report.arms[arm].max_progress_skew < cfg.executor.execution.max_progress_skew_s
     # one shared stamp for the resume goals (the third goal of each arm: plan, pause, resume)
-    stamps = {sim.arms[a].tickets[2].goal.start_time for a in ("left", "right")}
+    stamps = {extra["tickets"][a][2]["start"] for a in ("left", "right")}
     assert len(stamps) == 1, stamps
     pause = report.stops[0]
-    t_ref, ref = log.arrays()
     # standing for the pause: the reference held the pause pose from rest until the resume
     resume_stamp = stamps.pop()
     window = (pause.stamp + pause.ramp_s + 0.01, resume_stamp - 0.01)
     held = (t_ref > window[0]) & (t_ref < window[1])
-    assert window[1] - window[0] > 2.0 and \
-        held.sum() >= 0.99 * (window[1] - window[0]) * cfg.sim.control_rate_hz
+    assert window[1] - window[0] > 2.0, (window, pause)
+    assert held.sum() >= 0.99 * (window[1] - window[0]) / extra["control_period"]
     for arm, q in ref.items():
         final, _, _ = sample(plan[arm], [pause.plan_time_end])
         assert np.abs(q[held] - final[0]).max() < 1e-9
     use = _check_reference(t_ref, ref, _limits(cfg, plan), "pause and resume")
     for arm, (v_use, a_use) in use.items():
         assert v_use <= 1.0 + 1e-6 and a_use <= 1.0 + 1e-3, (arm, v_use, a_use)
+
+
+def test_resume_refuses_an_arm_moved_while_paused_and_stays_paused(tiny_sim, ros, tmp_path
+                                                                   ) -> None:
+    """While paused, the right arm is moved by something else (a goal straight to its
+    controller) by 0.04 rad, beyond the start tolerance (0.01) and within the watch's path
+    tolerance (0.1): resume refuses naming the arm and joint, nothing is sent, the execution
+    stays paused; stop() then ends it stopped."""
+    from mj_manipulator_ros.core.errors import StartStateError
+    from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
+    from test_execution_watch import swing_plan
+    from tiny_arm import tiny_config
+
+    node = tiny_sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    plan = swing_plan(duration=4.0, amplitude=0.8)
+    outcome = {}
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        def operator() -> None:
+            _after_stamp(executor, 1.0)
+            outcome["paused"] = executor.pause("test")
+            deadline = time.monotonic() + 10
+            while not all(r.paused for r in executor._last_runs.values()) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.01)
+            right = node.arms["right"]
+            q = node.shared.snapshot().arms["right"].positions
+            req = GoalRequest(right.controller.joint_names, [0.0, 0.5], [q, q + 0.04],
+                              [[0.0] * q.size] * 2, [[], []], 0.0)
+            _, goal = check_goal(req, right.controller.joint_names, None,
+                                 node.shared.settings.tolerances)
+            ticket = right.controller.submit(goal)
+            ticket.done.wait(10)
+            goals_before = {a: len(node.arms[a].tickets) for a in ("left", "right")}
+            try:
+                executor.resume()
+            except StartStateError as exc:
+                outcome["refused"] = str(exc)
+            outcome["still"] = executor.speed.state
+            outcome["sent"] = {a: len(node.arms[a].tickets) - goals_before[a]
+                               for a in ("left", "right")}
+            outcome["stopped"] = executor.stop("operator gave up")
+        t = threading.Thread(target=operator)
+        t.start()
+        report = executor.execute(plan)
+        t.join(30)
+    assert outcome["paused"] and outcome.get("refused"), outcome
+    assert "arm 'right'" in outcome["refused"] and "joint 'right_j" in outcome["refused"]
+    assert outcome["still"] == "paused" and outcome["sent"] == {"left": 0, "right": 0}
+    assert outcome["stopped"] and report.status is ExecutionStatus.STOPPED, report.summary()
