@@ -72,6 +72,15 @@ def combined_goal(arms=("left", "right"), duration=0.6, extra_joint=None):
     return goal
 
 
+def running_goal(client, client_exec, ctl, duration: float):
+    """Send a combined goal and return its handle once every arm's goal has arrived."""
+    handle = send(client, client_exec, combined_goal(duration=duration))
+    deadline = time.monotonic() + 10.0
+    while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
+        client_exec.spin_once(timeout_sec=0.05)
+    return handle
+
+
 def test_splits_14_joints_into_two_synchronized_goals(combined) -> None:
     client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"})
     feedback = []
@@ -92,10 +101,7 @@ def test_cancel_of_combined_goal_stops_every_arm_along_the_plan(combined) -> Non
     stamp (replacing its running goal, as JTC takes any new goal), succeeds it, and ends
     STOPPED; no controller cancel is needed and the combined goal ends CANCELED."""
     client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"})
-    handle = send(client, client_exec, combined_goal(duration=5.0))
-    deadline = time.monotonic() + 10.0
-    while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
-        client_exec.spin_once(timeout_sec=0.05)
+    handle = running_goal(client, client_exec, ctl, 5.0)
     cancel = handle.cancel_goal_async()
     client_exec.spin_until_future_complete(cancel, timeout_sec=10.0)
     outcome = result(client_exec, handle)
@@ -119,10 +125,7 @@ def test_a_controlled_stop_not_confirmed_falls_back_to_cancel(combined) -> None:
     canceled (hold), each stop confirmed, and the failure says the controlled stop had no
     result."""
     client, client_exec, ctl, server = combined({"left": "never_finish", "right": "never_finish"})
-    handle = send(client, client_exec, combined_goal(duration=5.0))
-    deadline = time.monotonic() + 10.0
-    while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
-        client_exec.spin_once(timeout_sec=0.05)
+    handle = running_goal(client, client_exec, ctl, 5.0)
     cancel = handle.cancel_goal_async()
     client_exec.spin_until_future_complete(cancel, timeout_sec=10.0)
     outcome = result(client_exec, handle)
@@ -355,10 +358,7 @@ def test_pause_and_resume_services_and_speed_zero(combined, ros) -> None:
 
     client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"})
     assert not _trigger(ros, "pause").success
-    handle = send(client, client_exec, combined_goal(duration=4.0))
-    deadline = time.monotonic() + 10.0
-    while not all(c.goals for c in ctl.values()) and time.monotonic() < deadline:
-        client_exec.spin_once(timeout_sec=0.05)
+    handle = running_goal(client, client_exec, ctl, 4.0)
     time.sleep(0.5)
     paused = _trigger(ros, "pause")
     assert paused.success, paused.message

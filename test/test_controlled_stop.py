@@ -30,6 +30,9 @@ from mj_manipulator_ros.sim.sim_config import sim_config
 
 PLAN = "config/plans/openarm_crossing.yaml"
 DRIVER = Path(__file__).with_name("openarm_stop_driver.py")
+sys.path.insert(0, str(DRIVER.parent))
+
+from openarm_stop_driver import _after_stamp  # noqa: E402
 
 
 def run_scenario(scenario: str, out: Path) -> tuple[ExecutionReport, dict, np.ndarray, dict]:
@@ -40,14 +43,6 @@ def run_scenario(scenario: str, out: Path) -> tuple[ExecutionReport, dict, np.nd
     extra = json.loads((out / "events.json").read_text())
     data = np.load(out / "ref.npz")
     return report, extra, data["t"], {a: data[a] for a in data.files if a != "t"}
-
-
-def _after_stamp(executor: MultiArmExecutor, plan_time: float, limit_s: float = 30.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while (executor.current_stamp is None or
-           executor.now() < executor.current_stamp.seconds + plan_time) and \
-            time.monotonic() < deadline:
-        time.sleep(0.002)
 
 
 def _limits(cfg, plan) -> dict:

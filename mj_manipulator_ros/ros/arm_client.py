@@ -268,9 +268,7 @@ class ArmRun:
         """Wait for the result until the deadline on the controllers' clock, watching that the
         controller is still there (see the module docstring)."""
         ch, s = self.channel, self.settings
-        budget = self.duration_s * s.timeout_scaling + s.timeout_margin_s
-        deadline = stamp_s + budget                          # controllers' clock
-        wall_limit = time.monotonic() + WALL_BACKSTOP_FACTOR * (deadline - self.now()) + WALL_BACKSTOP_S
+        budget, deadline, wall_limit = self._bounds(stamp_s)
         watch = LivenessWatch(s.feedback_timeout_s)
         self._watch = watch
         while True:
@@ -282,10 +280,7 @@ class ArmRun:
                 if replaced is None:
                     return
                 result_future, stamp_s = replaced
-                budget = self.duration_s * s.timeout_scaling + s.timeout_margin_s
-                deadline = stamp_s + budget
-                wall_limit = time.monotonic() + WALL_BACKSTOP_FACTOR * (deadline - self.now()) \
-                    + WALL_BACKSTOP_S
+                budget, deadline, wall_limit = self._bounds(stamp_s)
                 continue
             if result_future.done():
                 response = result_future.result()
@@ -295,10 +290,7 @@ class ArmRun:
                     if resumed is None:
                         return
                     result_future, stamp_s = resumed
-                    budget = self.duration_s * s.timeout_scaling + s.timeout_margin_s
-                    deadline = stamp_s + budget
-                    wall_limit = time.monotonic() + WALL_BACKSTOP_FACTOR * (
-                        deadline - self.now()) + WALL_BACKSTOP_S
+                    budget, deadline, wall_limit = self._bounds(stamp_s)
                     watch = self._watch = LivenessWatch(s.feedback_timeout_s)
                     continue
                 self._finish(response, stopping=False)
@@ -324,6 +316,15 @@ class ArmRun:
                 self._fail(FailureReason.FEEDBACK_TIMEOUT,
                            f"{ch.arm.action_name}: {verdict}: the controller is presumed dead")
                 return
+
+    def _bounds(self, stamp_s: float) -> tuple[float, float, float]:
+        """The running goal's result budget (s), its deadline on the controllers' clock, and
+        the wall-clock backstop (monotonic)."""
+        s = self.settings
+        budget = self.duration_s * s.timeout_scaling + s.timeout_margin_s
+        deadline = stamp_s + budget
+        return budget, deadline, time.monotonic() + WALL_BACKSTOP_FACTOR * (
+            deadline - self.now()) + WALL_BACKSTOP_S
 
     def _pause_wait(self, done_future):
         """At rest after a pause goal succeeded (no goal active): wait for the resume goal, the
