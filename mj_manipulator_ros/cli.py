@@ -239,6 +239,7 @@ def _allowed_collisions(config_path: str):
 
 
 def _check_plan(args: argparse.Namespace) -> int:
+    import json
     import os
     from pathlib import Path
 
@@ -284,7 +285,21 @@ def _check_plan(args: argparse.Namespace) -> int:
     except (MjManipulatorError, ValueError, OSError) as exc:
         print(f"mj-manipulator-ros check-plan: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(report.to_json() if args.json else report.summary())
+    stops = None
+    if args.stops and plan is not None:
+        from mj_manipulator_ros.check.stop_distances import plot_stops, stop_profile
+        from mj_manipulator_ros.model.scene import scene_for
+
+        stops = stop_profile(plan, config, scene_for(config))
+        if args.stops_plot:
+            plot_stops(stops, Path(args.stops_plot))
+    if args.json:
+        doc = report.to_dict()
+        if stops is not None:
+            doc["stops"] = stops.to_dict()
+        print(json.dumps(doc, indent=2))
+    else:
+        print(report.summary() + ("" if stops is None else "\n" + stops.summary()))
     if args.image:
         from mj_manipulator_ros.check.render import render_worst
         render_worst(checker, report, timeline or plan, Path(args.image), skews)
@@ -388,6 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--image", help="write a PNG of the worst state")
     p.add_argument("--plot", help="write a PNG of clearance against time")
+    p.add_argument("--stops", action="store_true",
+                   help="also: the controlled stop asked at every plan time (stop time, joint and "
+                        "hand travel until rest; the worst printed)")
+    p.add_argument("--stops-plot", metavar="PNG", help="with --stops: a PNG of them against the "
+                                                       "plan time of the request")
     p.set_defaults(func=_check_plan)
 
     p = sub.add_parser("hil", help="hardware-in-the-loop bring-up: staged, gated, recorded")

@@ -1,0 +1,62 @@
+"""Stop distances for every plan time (check/stop_distances.py), against an independent
+reference: a plan that turns one joint about a fixed axis, where the hand's travel is the
+joint's travel times the hand's distance from that axis, and the rest time follows the ramp."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+
+from mj_manipulator_ros.check.stop_distances import stop_profile
+from mj_manipulator_ros.core.interpolation import rest_to_rest, sample
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.model.limits import load_config_with_model
+from mj_manipulator_ros.model.scene import scene_for
+from mj_manipulator_ros.resources import config_file
+
+
+@pytest.mark.slow
+def test_one_turning_joint_gives_the_arc_and_the_ramps_rest() -> None:
+    config = load_config_with_model(config_file("sim_openarm.yaml"))
+    scene = scene_for(config)
+    model = scene.model
+    data = mujoco.MjData(model)
+    start = {}
+    for arm in ("left", "right"):
+        b = scene.arms[arm]
+        start[arm] = np.array(data.qpos[b.qpos_adr])
+    t = np.linspace(0.0, 4.0, 201)
+    q0 = start["left"].copy()
+    q1 = q0.copy()
+    q1[0] += 0.6                                  # left joint 1 only
+    p, v = rest_to_rest(q0, q1, t)
+    plan = MultiArmPlan({
+        "left": ArmTrajectory(config.arm("left").joint_names, t, p, v),
+        "right": ArmTrajectory(config.arm("right").joint_names, t,
+                               np.repeat(start["right"][None], t.size, 0),
+                               np.zeros((t.size, start["right"].size)))})
+    profile = stop_profile(plan, config, scene, every=0.25)
+    # the hand's distance from joint 1's axis, from the model at the start pose
+    b = scene.arms["left"]
+    mujoco.mj_kinematics(model, data)
+    mujoco.mj_comPos(model, data)
+    joint = int(b.joint_ids[0])
+    hand = int(model.jnt_bodyid[b.joint_ids[-1]])
+    axis, anchor = data.xaxis[joint], data.xanchor[joint]
+    rel = data.xpos[hand] - anchor
+    radius = float(np.linalg.norm(rel - np.dot(rel, axis) * axis))
+    assert radius > 0.05
+    lead = config.execution.start_lead_s
+    for k, s in enumerate(profile.request):
+        s_req, rest = float(s), float(profile.rest[k])
+        a, _, _ = sample(plan["left"], [s_req, rest])
+        turned = abs(a[1][0] - a[0][0])            # monotone motion: travel = displacement
+        assert profile.joint_travel["left"][k] == pytest.approx(turned, abs=1e-6)
+        assert profile.hand_travel["left"][k] == pytest.approx(radius * turned, rel=1e-3,
+                                                               abs=1e-6)
+        assert profile.joint_travel["right"][k] == 0.0 and profile.hand_travel["right"][k] == 0.0
+        # the rest: one lead at speed 1, then the ramp's f0 T / 2 of plan time
+        ramp_s = profile.stop_time[k] - lead
+        if rest < plan.duration - 1e-9:
+            assert rest == pytest.approx(s_req + lead + ramp_s / 2, abs=1e-9)
