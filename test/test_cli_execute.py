@@ -195,3 +195,23 @@ def test_ros_args_after_the_subcommands_options(tmp_path, processes) -> None:
     out = subprocess.run([*CLI, "selfcheck", "--ros-args", "-r", "x:=y"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "selfcheck takes no --ros-args" in out.stderr
+
+
+def test_ctrl_z_pauses_along_the_plan_and_ctrl_z_again_resumes(tmp_path, processes) -> None:
+    """SIGTSTP (Ctrl-Z in a terminal) pauses instead of suspending the process; a second one
+    resumes; the run then succeeds, its report naming the pause."""
+    plan, cfg = write_inputs(tmp_path, duration=3.0)
+    ctl = controllers(processes, {"left": "succeed", "right": "succeed"})
+    cli = processes([*CLI, "execute", str(plan), "--config", str(cfg), "--json"])
+    for proc in ctl.values():
+        processes.wait_for_line(proc, "goal received", timeout=60)
+    cli.send_signal(signal.SIGTSTP)
+    processes.wait_for_line(cli, "paused along the plan", timeout=30)
+    for proc in ctl.values():  # the pause goals
+        processes.wait_for_line(proc, "goal received", timeout=30)
+    cli.send_signal(signal.SIGTSTP)
+    processes.wait_for_line(cli, "resumed", timeout=30)
+    code = cli.wait(timeout=30)
+    report = json.loads(cli.stdout.read())
+    assert code == 0 and report["status"] == "succeeded", report
+    assert [s["kind"] for s in report["stops"]] == ["pause"]

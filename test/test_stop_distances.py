@@ -60,3 +60,28 @@ def test_one_turning_joint_gives_the_arc_and_the_ramps_rest() -> None:
         ramp_s = profile.stop_time[k] - lead
         if rest < plan.duration - 1e-9:
             assert rest == pytest.approx(s_req + lead + ramp_s / 2, abs=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plan", ["openarm_crossing", "openarm_wave"])
+def test_check_plan_stops_on_the_shipped_plans(plan, tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mj_manipulator_ros.resources import share_dir
+
+    cli = str(Path(sys.executable).with_name("mj-manipulator-ros"))
+    png = tmp_path / "stops.png"
+    out = subprocess.run([cli, "check-plan", str(share_dir() / f"config/plans/{plan}.yaml"),
+                          "--config", str(config_file("sim_openarm.yaml")), "--stops",
+                          "--stops-plot", str(png), "--json"],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    stops = json.loads(out.stdout)["stops"]
+    assert set(stops["hand_travel"]) == {"left", "right"}
+    worst = stops["worst"]
+    lead = stops["lead_s"]
+    assert lead < worst["stop_time_s"][0] < lead + 1.0
+    assert png.stat().st_size > 10000
