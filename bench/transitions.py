@@ -19,7 +19,7 @@ the executor does. Every control cycle each arm's position reference is recorded
 - freezes: a goal that never got a result, a round whose arms stopped moving with a goal
   still active past its end (counted; asserted 0).
 
-Usage: python bench/transitions.py [--transitions 2000] [--kinds position,torque,mit] [--seed 1]
+Usage: python bench/transitions.py [--transitions 1000] [--kinds position,torque,mit] [--seed 1]
 Prints JSON.
 """
 
@@ -275,7 +275,7 @@ class Rehearsal:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--transitions", type=int, default=2000)
+    parser.add_argument("--transitions", type=int, default=1000)
     parser.add_argument("--kinds", default="position,torque,mit")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()

@@ -84,7 +84,7 @@ class StopProfile:
 
 
 def stop_profile(plan: MultiArmPlan, config: ExecutorConfig, scene, every: float = 0.05,
-                 speed: float = 1.0) -> StopProfile:
+                 speed: float = 1.0, requests=None) -> StopProfile:
     """The controlled stop from every ``every`` s of plan time (see the module docstring).
 
     Args:
@@ -93,6 +93,7 @@ def stop_profile(plan: MultiArmPlan, config: ExecutorConfig, scene, every: float
         scene: a :class:`~mj_manipulator_ros.model.scene.Scene` with the plan's arms bound.
         every: spacing of the request times, s.
         speed: the plan speed the stop starts from.
+        requests: instead of every ``every`` s, these request plan times (s).
     """
     lead = config.execution.start_lead_s
     limits = {a: {j: (lim.velocity, lim.acceleration)
@@ -100,7 +101,8 @@ def stop_profile(plan: MultiArmPlan, config: ExecutorConfig, scene, every: float
     bounds = joint_bounds(plan, limits, config.execution.stop_acceleration)
     grid = np.arange(0.0, plan.duration + SPACING_S / 2, SPACING_S)
     joints_cum, hand_cum, hand = _cumulative_paths(plan, scene, grid)
-    requests = np.arange(0.0, plan.duration, every)
+    requests = np.arange(0.0, plan.duration, every) if requests is None else \
+        np.asarray(requests, dtype=float)
     rest, stop_time = np.empty(requests.size), np.empty(requests.size)
     for k, s in enumerate(requests):
         s0 = min(s + lead * speed, plan.duration)
