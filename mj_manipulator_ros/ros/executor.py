@@ -33,6 +33,7 @@ from mj_manipulator_ros.core.errors import (
     ExecutionRefusedError, RampLimitError, StartStateError)
 from mj_manipulator_ros.core.execution_watch import ExecutionWatch
 from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus)
 from mj_manipulator_ros.core.sync import (
@@ -43,7 +44,6 @@ from mj_manipulator_ros.ros.arm_client import (
     gate_wait_s)
 from mj_manipulator_ros.ros.conversion import GoalTolerances
 from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
-from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.ros.start_check import StartCheck
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
@@ -385,9 +385,8 @@ class MultiArmExecutor:
         Returns False when nothing is running (or the plan will be over first).
 
         One change at a time: a request made while the previous one (or the start) has not
-        reached its stamp is kept, the latest winning, and applied once it has (a controller
-        restarts the move to a preempting goal from its *measured* state, as JTC does: goals
-        preempted faster than they start would leave the arms behind the plan).
+        reached its stamp is kept, the latest winning, and applied once it has (each change's
+        goals begin with the goal the controllers run, which must have been taken up).
 
         Raises:
             PlanCostError (a ValueError): ``factor`` not 0 and not in [``min_speed_factor``, 1].
