@@ -236,7 +236,7 @@ def ramp_trajectory(traj: ArmTrajectory, s0: float, scaling: TimeScaling, then_p
     vel = np.vstack([x[2] if x[2] is not None else np.zeros_like(x[1]) for x in parts])
     acc = np.vstack([x[3] if x[3] is not None else np.zeros_like(x[1]) for x in parts]) \
         if accelerations else None
-    if scaling.final_rate == 0.0 and not (then_plan and scaling.final_rate > 0):
+    if scaling.final_rate == 0.0:
         vel[-1] = 0.0
         if acc is not None:
             acc[-1] = 0.0
