@@ -249,25 +249,23 @@ def test_preflight_refuses_colliding_plan_and_sends_nothing(tmp_path, ros, scrip
     cfg = scene_config(tmp_path)
     cfg = config_from_mapping({"arms": [{"name": a.name, "joint_names": list(a.joint_names)}
                                         for a in cfg.arms],
-                               "execution": {"preflight_check": True, "stop_skew_s": 0.0,
+                               "execution": {"preflight_check": True, "stop_skew_s": 0.25,
                                              "start_tolerance_rad": 0.0, "max_clock_offset_s": 0.0},
                                "scene": cfg.extra["scene"]})
     with MultiArmExecutor(cfg, context=ros.context, preflight=preflight_for(cfg)) as executor:
         with pytest.raises(PlanRefused, match="collides when replayed synchronized") as info:
             executor.execute(plan_of(SWING, STILL, T))
         assert info.value.report.colliding_states > 0
-        ok = executor.execute(plan_of(SWING, AWAY, T).time_scaled(2.0))
-    assert ctl["left"].goals and len(ctl["left"].goals) == 1  # only the clear plan was sent
-    assert ok.succeeded
-    # The same clear plan is refused once arms that stop up to 250 ms apart must be safe too:
-    # the left arm swings into where the right arm was a moment earlier.
-    banded = cfg.with_execution(stop_skew_s=0.25)
-    with MultiArmExecutor(banded, context=ros.context, preflight=preflight_for(banded)) as executor:
-        with pytest.raises(PlanRefused, match="250 ms apart in plan time") as info:
+        # clear on time, but the left arm swings into where the right arm was a moment
+        # earlier: refused once arms that stop apart must be safe too (the stop band)
+        with pytest.raises(PlanRefused, match="ms apart in plan time") as info:
             executor.execute(plan_of(SWING, AWAY, T).time_scaled(2.0))
         b = info.value.report.band_collision
         assert b["arms"] == ["left", "right"] and f"{b['t1']:.3f} s" in str(info.value)
-    assert len(ctl["left"].goals) == 1  # refused: nothing more was sent
+        assert not ctl["left"].goals        # refused: nothing was sent
+        ok = executor.execute(plan_of(-SWING, AWAY, T).time_scaled(2.0))  # apart, both ways
+    assert len(ctl["left"].goals) == 1  # only the clear plan was sent
+    assert ok.succeeded
 
 
 def test_timeline_with_holds() -> None:

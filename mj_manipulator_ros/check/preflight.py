@@ -11,6 +11,7 @@ from typing import Callable, Mapping, Optional
 
 import numpy as np
 
+from mj_manipulator_ros.check.failure_band import FailureBand, failure_band
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.check.report import ReplayReport
 from mj_manipulator_ros.core.config import ExecutorConfig
@@ -28,18 +29,22 @@ def scene_checker(config: ExecutorConfig, **kwargs) -> PlanReplayChecker:
 class PlanRefused(ExecutionRefusedError):
     """The pre-flight replay found a collision; ``report`` has the details."""
 
-    def __init__(self, report: ReplayReport) -> None:
+    def __init__(self, report: ReplayReport, band: Optional[FailureBand] = None) -> None:
         how = (f"with the arms up to {report.skew * 1e3:.0f} ms apart in plan time (a stop "
-               "band)" if report.mode == "band" else "synchronized")
+               "band" + (f", set by {band.set_by}" if band else "") + ")"
+               if report.mode == "band" else "synchronized")
         super().__init__(f"pre-flight check refused the plan (nothing was sent): it collides "
                          f"when replayed {how}\n" + report.summary())
         self.report = report
+        self.band = band
 
 
 class PreflightCheck:
     """Callable gate for :class:`MultiArmExecutor`: builds the checker once, then certifies each
-    plan synchronized and, with ``stop_skew_s`` > 0, in the stop band (every pair of arms up to
-    that far apart in plan time: where arms that stop at different times end up).
+    plan synchronized and, with more than one arm, in the stop band (every pair of arms up to
+    that far apart in plan time: where arms that stop at different times end up), the band
+    computed for the plan from its stopping distances (``check/failure_band.py``: one arm
+    failed and holding while its peers take the controlled stop; every arm canceled).
 
     A plan over some of the scene's arms (MoveIt sends single-arm goals routinely) is checked
     against the other arms held still where they are: ``held`` gives their measured positions
@@ -47,7 +52,8 @@ class PreflightCheck:
 
     def __init__(self, config: ExecutorConfig, **kwargs) -> None:
         self.checker = scene_checker(config, **kwargs)
-        self.stop_skew_s = config.execution.stop_skew_s
+        self.config = config
+        self.last_band: Optional[FailureBand] = None
 
     def __call__(self, plan: MultiArmPlan,
                  held: Optional[Mapping[str, np.ndarray]] = None) -> ReplayReport:
@@ -55,10 +61,12 @@ class PreflightCheck:
         report = self.checker.check(plan, mode="synchronized", continuous=True)
         if not report.collision_free:
             raise PlanRefused(report)
-        if self.stop_skew_s > 0 and len(plan.arm_names) > 1:
-            band = self.checker.check(plan, mode="band", skew=self.stop_skew_s)
+        if len(plan.arm_names) > 1:
+            need = failure_band(plan, self.config)
+            self.last_band = need
+            band = self.checker.check(plan, mode="band", skew=need.skew_s)
             if not band.collision_free:
-                raise PlanRefused(band)
+                raise PlanRefused(band, need)
         return report
 
 

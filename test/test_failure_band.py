@@ -1,0 +1,111 @@
+"""The stop band the gate certifies is computed from each plan's stopping distances: a plan
+clear on time and in the old fixed 250 ms band, whose peers would come to rest further than
+that after a failure, is refused naming the pair and the plan times; the shipped plans pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mj_manipulator_ros.check.failure_band import failure_band, rest_times
+from mj_manipulator_ros.check.preflight import PlanRefused, PreflightCheck
+from mj_manipulator_ros.core.config import load_config
+from mj_manipulator_ros.core.errors import ConfigError
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.plan_io import load_plan
+from mj_manipulator_ros.resources import config_file, share_dir
+from test_replay import T, brute_force_band, checker_for, plan_of, scene_config
+
+TURN_S = 0.8
+
+
+def take_turns(gap: float) -> MultiArmPlan:
+    """The left arm swings toward the right one and back, then, ``gap`` s after it is back, the
+    right toward the left and back (cubic: positions and velocities)."""
+    t = np.linspace(0.0, 0.2 + 2 * TURN_S + gap, 121)
+
+    def turn(t0: float, amplitude: float):
+        s = np.clip((t - t0) / TURN_S, 0.0, 1.0)
+        inside = (t > t0) & (t < t0 + TURN_S)
+        q = amplitude * np.sin(np.pi * s) ** 2
+        dq = np.where(inside, amplitude * np.pi / TURN_S * np.sin(2 * np.pi * s), 0.0)
+        zero = np.zeros_like(t)
+        return np.column_stack([q, zero]), np.column_stack([dq, zero])
+
+    (ql, vl), (qr, vr) = turn(0.1, 0.8), turn(0.1 + TURN_S + gap, -0.8)
+    return MultiArmPlan({"left": ArmTrajectory(("left_j1", "left_j2"), t, ql, vl),
+                         "right": ArmTrajectory(("right_j1", "right_j2"), t, qr, vr)})
+
+
+def turns_config(tmp_path):
+    # no acceleration limits in the tiny scene's configuration: the stop ramps at this one
+    return scene_config(tmp_path, separation=0.55).with_execution(stop_acceleration=30.0)
+
+
+def test_a_plan_whose_peers_stop_beyond_the_fixed_band_is_refused(tmp_path) -> None:
+    cfg = turns_config(tmp_path)
+    plan = take_turns(gap=0.0)
+    checker, _ = checker_for(cfg)
+    assert checker.check(plan).collision_free
+    assert checker.check(plan, mode="band", skew=0.25).collision_free  # the old fixed band
+    band = failure_band(plan, cfg)
+    # computed, not assumed: detection + start lead + the ramp, beyond the fixed 250 ms
+    assert band.controlled_s > band.detection_s + band.lead_s and band.skew_s == band.controlled_s
+    assert band.cancels == 0 and band.skew_s > 0.25
+    # an independent reference: a dense brute force of the computed band touches
+    reference, where = brute_force_band(checker, plan, band.skew_s, step=0.01)
+    assert reference < checker.margin, where
+    gate = PreflightCheck(cfg)
+    with pytest.raises(PlanRefused, match="apart in plan time") as info:
+        gate(plan)
+    b = info.value.report.band_collision
+    assert b["arms"] == ["left", "right"] and abs(b["t1"] - b["t2"]) <= band.skew_s + 1e-9
+    assert f"{b['t1']:.3f} s" in str(info.value) and "peers come to rest" in str(info.value)
+    assert info.value.band == band
+
+
+def test_a_plan_with_room_for_its_stops_is_accepted(tmp_path) -> None:
+    cfg = turns_config(tmp_path)
+    plan = take_turns(gap=0.2)
+    gate = PreflightCheck(cfg)
+    assert gate(plan).collision_free
+    assert gate.last_band is not None and gate.last_band.skew_s > 0.25
+
+
+def test_rest_times_are_the_executors_ramps(tmp_path) -> None:
+    """Each rest is at least one start lead past the request (at full speed the arms keep the
+    plan that long) and a stop asked at the end rests at the end."""
+    cfg = turns_config(tmp_path)
+    plan = take_turns(gap=0.2)
+    requests = np.array([0.0, 0.5, 1.0, plan.duration])
+    rest = rest_times(plan, cfg, requests)
+    lead = cfg.execution.start_lead_s
+    assert np.all(rest[:-1] >= requests[:-1] + lead - 1e-9)
+    assert rest[-1] == pytest.approx(plan.duration)
+
+
+def test_failure_times_without_a_controlled_stop_count_as_cancels(tmp_path) -> None:
+    """A plan through corners (linear interpolation: a velocity step at every waypoint): from
+    some failure times no ramp within the limits exists (the executor cancels every arm
+    there): counted, covered by the cancel band, never an error."""
+    cfg = scene_config(tmp_path).with_execution(stop_skew_s=1.0)   # stop_acceleration 4
+    corners = np.column_stack([1.4 * np.linspace(0.0, 1.0, T.size) ** 2, np.zeros(T.size)])
+    band = failure_band(plan_of(corners, corners, T), cfg)
+    assert 0 < band.cancels < band.failures
+    assert band.skew_s == 1.0 > band.controlled_s and "canceled" in band.set_by
+
+
+def test_the_band_needs_the_progress_watch(tmp_path) -> None:
+    cfg = turns_config(tmp_path).with_execution(max_progress_skew_s=0.0)
+    with pytest.raises(ConfigError, match="max_progress_skew_s"):
+        failure_band(take_turns(gap=0.2), cfg)
+
+
+@pytest.mark.parametrize("name", ["openarm_crossing", "openarm_wave"])
+def test_the_shipped_plans_pass_their_computed_band(name) -> None:
+    cfg = load_config(config_file("sim_openarm.yaml"))
+    plan = load_plan(share_dir() / "config" / "plans" / f"{name}.yaml")
+    gate = PreflightCheck(cfg)
+    assert gate(plan).collision_free
+    band = gate.last_band
+    assert band.skew_s == band.controlled_s > cfg.execution.stop_skew_s and band.cancels == 0
