@@ -10,7 +10,10 @@ tests' work around it, 11-157 ms late in about half of the runs (late_acceptance
 never starting. The subject here is the stop, not that margin (the simulator's goal intake:
 issue 23).
 
-Usage: python openarm_stop_driver.py stop|pause OUT_DIR
+Scenario ``abort``: the left arm's controller aborts its goal 8 s after its start (and holds
+there); the executor stops the right arm along the plan.
+
+Usage: python openarm_stop_driver.py stop|pause|abort OUT_DIR
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from mj_manipulator_ros.core.plan_io import load_plan
 from mj_manipulator_ros.resources import config_file, share_dir
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
-from mj_manipulator_ros.sim.sim_config import sim_config
+from mj_manipulator_ros.sim.sim_config import ArmFaults, sim_config
 from mj_manipulator_ros.sim.sim_node import SimNode
 
 PLAN = "config/plans/openarm_crossing.yaml"
 START_LEAD_S = 0.5
+ABORT_AT_S = 8.0
 
 
 class ReferenceLog:
@@ -80,6 +84,9 @@ def _settle(sim) -> None:
 def main(scenario: str, out: Path) -> int:
     cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
     cfg = dataclasses.replace(cfg, executor=cfg.executor.with_execution(start_lead_s=START_LEAD_S))
+    if scenario == "abort":
+        cfg = dataclasses.replace(cfg, sim=dataclasses.replace(
+            cfg.sim, faults={"left": ArmFaults(abort_after_s=ABORT_AT_S)}))
     plan = load_plan(share_dir() / PLAN)
     events, logs = [], []
     with RosContext() as ros:
@@ -101,9 +108,12 @@ def main(scenario: str, out: Path) -> int:
                 events.append(("pause", executor.now(), executor.pause("test pause")))
                 time.sleep(3.0)
                 events.append(("resume", executor.now(), executor.resume()))
-            t = threading.Thread(target={"stop": stop, "pause": pause}[scenario])
+            def abort() -> None:
+                _after_stamp(executor, ABORT_AT_S - 1.0)
+                logs.append(ReferenceLog(sim))
+            t = threading.Thread(target={"stop": stop, "pause": pause, "abort": abort}[scenario])
             t.start()
-            report = executor.execute(plan, record=str(out / "bag") if scenario == "stop"
+            report = executor.execute(plan, record=str(out / "bag") if scenario != "pause"
                                       else None)
             t.join(30)
             tickets = {a: [{"start": tk.goal.start_time, "picked_up": tk.picked_up_at,

@@ -164,6 +164,51 @@ def test_pause_three_seconds_and_resume_mid_plan(tmp_path) -> None:
         assert v_use <= 1.0 + 1e-6 and a_use <= 1.0 + 1e-3, (arm, v_use, a_use)
 
 
+@pytest.mark.slow
+def test_an_aborted_arm_holds_while_its_peer_stops_along_the_plan(tmp_path) -> None:
+    """The left controller aborts its goal at plan time 8 s (the fastest stretch) and holds;
+    the right arm takes the controlled stop (not a cancel), within its limits, and comes to
+    rest no further along the plan than the pre-flight gate's computed band allowed for; the
+    recording of both arms replays collision-free."""
+    from mj_manipulator_ros.check.failure_band import failure_band
+    from openarm_stop_driver import ABORT_AT_S, START_LEAD_S
+
+    cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
+    plan = load_plan(share_dir() / PLAN)
+    report, extra, t_ref, ref = run_scenario("abort", tmp_path)
+    assert report.status is ExecutionStatus.FAILED, report.summary()
+    assert report.first_failure.arm == "left" and report.first_failure.reason.value == "aborted"
+    assert report.arms["left"].status is ArmStatus.ABORTED
+    right = report.arms["right"]
+    assert right.status is ArmStatus.STOPPED and right.stop is StopKind.CONTROLLED, \
+        report.summary()
+    assert len(report.stops) == 1 and report.stops[0].held == ("left",)
+    record = report.stops[0]
+    assert set(record.travel) == {"right"}
+    # the left arm was sent nothing more: its plan goal (aborted) only
+    assert [tk["outcome"] for tk in extra["tickets"]["left"]] == ["aborted"]
+    # the right reference within its limits, continuous at the switch
+    use = _check_reference(t_ref, {"right": ref["right"]}, _limits(cfg, plan), "peer stop")
+    assert use["right"][0] <= 1.0 + 1e-6 and use["right"][1] <= 1.0 + 1e-3, use
+    # the gate's band covers what happened: the peer rests within it of the failed arm's
+    # plan time (the left goal ran ABORT_AT_S of the plan)
+    band = failure_band(plan, cfg.executor.with_execution(start_lead_s=START_LEAD_S))
+    assert record.plan_time_end - ABORT_AT_S <= band.controlled_s, (record, band)
+    from mj_manipulator_ros.check.preflight import scene_checker
+    from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
+    from mj_manipulator_ros.model.limits import load_config_with_model
+
+    config = load_config_with_model(config_file("sim_openarm.yaml"))
+    timeline = timeline_from_recording(load_recording(Path(report.record_path)),
+                                       {a.name: a.joint_names for a in config.arms})
+    replay = scene_checker(config).check(None, mode="recorded", timeline=timeline)
+    assert replay.collision_free, replay.summary()
+    print(f"left aborted at plan time {ABORT_AT_S:.3f} s; right at rest at plan time "
+          f"{record.plan_time_end:.3f} s ({(record.plan_time_end - ABORT_AT_S) * 1e3:.0f} ms "
+          f"further; the gate's band allows {band.controlled_s * 1e3:.0f} ms), "
+          f"{record.stop_time_s:.3f} s after the request; right peak use {use['right']}")
+
+
 def test_resume_refuses_an_arm_moved_while_paused_and_stays_paused(tiny_sim, ros, tmp_path
                                                                    ) -> None:
     """While paused, the right arm is moved by something else (a goal straight to its

@@ -9,7 +9,7 @@ import pytest
 
 from factories import make_config, make_plan
 from mj_manipulator_ros.core.errors import ExecutionRefusedError, JointLimitError
-from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus
+from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus, StopKind
 from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 
@@ -65,8 +65,9 @@ def test_rejected_arm_stops_every_arm(run) -> None:
 
 
 def test_abort_mid_motion_cancels_peers_confirmed(run) -> None:
+    """With ``cancel_peers_on_failure`` (the HIL bring-up's policy): every peer canceled."""
     report, ctl = run({"left": "succeed", "right": ("abort_after", 0.2), "third": "succeed"},
-                      duration=3.0)
+                      duration=3.0, cancel_peers_on_failure=True)
     assert report.first_failure.arm == "right"
     assert report.first_failure.reason is FailureReason.ABORTED
     assert report.first_failure.error_code == -4
@@ -80,9 +81,33 @@ def test_abort_mid_motion_cancels_peers_confirmed(run) -> None:
         assert ctl[peer].cancel_requests == 1
 
 
+def test_abort_mid_motion_stops_peers_along_the_plan(run) -> None:
+    """By default an aborted arm's peers take the controlled stop: one preempting stop goal
+    each on one shared stamp, no cancel, the aborted arm sent nothing more; the execution
+    fails with the abort as its first failure."""
+    report, ctl = run({"left": "succeed", "right": ("abort_after", 0.2), "third": "succeed"},
+                      duration=3.0)
+    assert report.status is ExecutionStatus.FAILED, report.summary()
+    assert report.first_failure.arm == "right"
+    assert report.first_failure.reason is FailureReason.ABORTED
+    assert report.arms["right"].status is ArmStatus.ABORTED and len(ctl["right"].goals) == 1
+    assert len(report.stops) == 1 and report.stops[0].held == ("right",)
+    stop = report.stops[0]
+    assert stop.requested_at >= report.arms["right"].result_at
+    assert {g.stamp_ns for peer in ("left", "third") for g in ctl[peer].goals[1:]} \
+        and len({ctl[p].goals[1].stamp_ns for p in ("left", "third")}) == 1
+    for peer in ("left", "third"):
+        r = report.arms[peer]
+        assert r.status is ArmStatus.STOPPED and r.stop is StopKind.CONTROLLED, report.summary()
+        assert r.stop_confirmed and ctl[peer].cancel_requests == 0
+        assert len(ctl[peer].goals) == 2
+        assert r.result_at < report.start_stamp + 3.0  # stopped well before its natural end
+    assert "every arm but right (held by its controller) at rest" in report.summary()
+
+
 def test_arm_ignoring_cancel_is_unconfirmed(run) -> None:
     report, _ = run({"left": ("abort_after", 0.1), "right": "ignore_cancel"}, duration=4.0,
-                    cancel_wait_s=0.5)
+                    cancel_wait_s=0.5, cancel_peers_on_failure=True)
     assert report.status is ExecutionStatus.FAILED
     r = report.arms["right"]
     assert r.status is ArmStatus.UNCONFIRMED_STOP and not r.stop_confirmed

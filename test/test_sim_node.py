@@ -15,9 +15,10 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
-from mj_manipulator_ros.core.report import ArmStatus
+from mj_manipulator_ros.core.report import ArmStatus, StopKind
 from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from mj_manipulator_ros.sim.goal import PREEMPTED_MESSAGE
 from mj_manipulator_ros.sim.sim_node import SimNode
 from action_helpers import result, send
 from tiny_arm import tiny_config
@@ -187,17 +188,30 @@ def test_executor_on_sim_time(sim, ros, tmp_path) -> None:
     assert min(onsets) >= report.start_stamp - 1e-9
 
 
-def test_executor_peer_stopped_by_sim_fault(sim, ros, tmp_path) -> None:
+@pytest.mark.parametrize("cancel_peers", [False, True], ids=["controlled", "cancel"])
+def test_executor_peer_stopped_by_sim_fault(sim, ros, tmp_path, cancel_peers) -> None:
+    """The right controller aborts; the left arm is stopped along the plan (its plan goal
+    preempted by a stop goal that succeeds at rest), or, with cancel_peers_on_failure,
+    canceled."""
     node = sim()
     node.set_faults("right", abort_after_s=0.3)
-    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    config = tiny_config(tmp_path, execution={"use_sim_time": True,
+                                              "cancel_peers_on_failure": cancel_peers}).executor
     with MultiArmExecutor(config, context=ros.context) as executor:
         report = executor.execute(tiny_plan(duration=3.0))
     assert report.first_failure.arm == "right"
     assert report.first_failure.reason is FailureReason.ABORTED
     left = report.arms["left"]
-    assert left.status is ArmStatus.CANCELED and left.stop_confirmed
-    assert node.arms["left"].tickets[0].outcome == "canceled"
+    tickets = node.arms["left"].tickets
+    if cancel_peers:
+        assert left.status is ArmStatus.CANCELED and left.stop_confirmed
+        assert [t.outcome for t in tickets] == ["canceled"]
+    else:
+        assert left.status is ArmStatus.STOPPED and left.stop is StopKind.CONTROLLED, \
+            report.summary()
+        assert [t.outcome for t in tickets] == ["aborted", "succeeded"]  # preempted, at rest
+        assert tickets[0].error_string == PREEMPTED_MESSAGE
+        assert len(node.arms["right"].tickets) == 1
 
 
 def test_goals_end_when_the_simulator_closes(sim, client) -> None:

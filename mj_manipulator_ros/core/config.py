@@ -148,9 +148,21 @@ class ExecutionSettings:
         "doc": "`execute --approach`: the move to the plan's start runs at this fraction of "
                "the velocity limits", "min": 0.01, "max": 1.0})
     stop_skew_s: float = field(default=0.25, metadata={
-        "doc": "the pre-flight check also certifies every pair of arms at plan times up to this "
-               "far apart (the band replay): the widest stop-time difference between arms to "
-               "cover (a peer stops where it is, one stop latency after a failure)", "min": 0.0})
+        "doc": "the pre-flight check certifies every pair of arms at plan times up to this far "
+               "apart (the band replay) at least: the widest stop-time difference between arms "
+               "when every arm is canceled (a peer stops where it is, one stop latency after a "
+               "failure); a wider band is computed per plan from its stopping distances "
+               "(`check/failure_band.py`)", "min": 0.0})
+    cancel_peers_on_failure: bool = field(default=False, metadata={
+        "doc": "an arm whose goal fails (aborted, an error code) has its peers canceled "
+               "(each holds where the cancel finds it) instead of stopped along the plan (a "
+               "controlled stop, certified by the pre-flight check's computed stop band); the "
+               "HIL bring-up sets it: its stage 6 measures the cancel"})
+    hold_overshoot_s: float = field(default=0.05, metadata={
+        "doc": "the pre-flight check takes an arm canceled while moving to come to rest within "
+               "this much plan time past where its cancel found it (measured per simulated "
+               "controller kind by `check-plan --stops --hold`; on the robot by HIL stage 3)",
+        "min": 0.0})
     stop_acceleration: float = field(default=4.0, metadata={
         "doc": "a controlled stop, pause, resume or speed change ramps the plan's speed along "
                "its path within every joint's velocity and acceleration limits; a joint without "

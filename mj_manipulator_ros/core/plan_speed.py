@@ -132,10 +132,11 @@ class PlanSpeed:
             self._deferred = None
             self._change(factor)
 
-    def stop(self, reason: str) -> bool:
+    def stop(self, reason: str, held: tuple[str, ...] = ()) -> bool:
         """A controlled stop: every arm decelerates along the plan on one plan time and ends at
         rest; the execution ends ``stopped``. While paused: the execution ends there. False
-        when nothing runs, a stop is already under way, or the plan ends first.
+        when nothing runs, a stop is already under way, or the plan ends first. Arms in
+        ``held`` (a failed arm whose controller holds it) are sent nothing.
 
         Raises:
             RampLimitError: no stop within the limits from here (the caller cancels instead).
@@ -148,7 +149,7 @@ class PlanSpeed:
                 for run in self._running[1].values():
                     run.request_end()
                 return True
-            return self._ramp_to_rest("stop", reason)
+            return self._ramp_to_rest("stop", reason, held)
 
     def pause(self, reason: str = "pause") -> bool:
         """Ramp to rest along the plan and hold there until :meth:`resume` (or ``max_pause_s``).
@@ -198,7 +199,7 @@ class PlanSpeed:
         self._factor = factor
         return True
 
-    def _ramp_to_rest(self, kind: str, reason: str) -> bool:
+    def _ramp_to_rest(self, kind: str, reason: str, held: tuple[str, ...] = ()) -> bool:
         plan, _runs, clock, scope = self._running
         requested = self._now()
         s_req = clock.plan_time(requested)
@@ -207,12 +208,13 @@ class PlanSpeed:
         if scope.canceled or ramp is None:
             return False
         if not ramp.reaches_end:
-            self._send(ramp, stamp, kind)
+            self._send(ramp, stamp, kind, held)
         travel = _travel(plan, max(s_req, 0.0), ramp.end_plan_time)
         self.stops.append(StopRecord(
             kind, reason, requested, stamp.seconds, s_req, s0, ramp.end_plan_time,
-            ramp.duration, stamp.seconds + ramp.duration - requested, travel, ramp.binding,
-            ramp.reaches_end, time.monotonic() - started))
+            ramp.duration, stamp.seconds + ramp.duration - requested,
+            {a: v for a, v in travel.items() if a not in held}, ramp.binding,
+            ramp.reaches_end, time.monotonic() - started, tuple(held)))
         self.state = "paused" if kind == "pause" and not ramp.reaches_end else "stopping"
         if self.state == "paused":
             self._paused_at = time.monotonic()
@@ -247,14 +249,17 @@ class PlanSpeed:
         return plan_ramp(plan, max(s0, 0.0), f0, f1, self._bounds, running=self._goals,
                          t_from=now_ns * 1e-9 - back, t_ramp=stamp.seconds)
 
-    def _send(self, ramp: Ramp, stamp: StartStamp, kind: str) -> None:
-        """Every arm's goal, stamped ``lead_s`` before the ramp's start ``stamp``."""
+    def _send(self, ramp: Ramp, stamp: StartStamp, kind: str, held: tuple[str, ...] = ()) -> None:
+        """Every arm's goal but ``held``'s, stamped ``lead_s`` before the ramp's start
+        ``stamp``."""
         _plan, runs, clock, _scope = self._running
         clock.rescale(stamp.seconds, ramp.start_plan_time, ramp.scaling)
         self._stamp = stamp.seconds
         self.ramp_total_s += ramp.duration
         goal_stamp = StartStamp(stamp.nanoseconds - int(round(ramp.lead_s * 1e9)))
         for arm, run in runs.items():
+            if arm in held:
+                continue
             self._goals[arm] = RunningGoal(ramp.trajectories[arm], goal_stamp.seconds)
             run.request_retime(ramp.trajectories[arm], goal_stamp, kind)
 

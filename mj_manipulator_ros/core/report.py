@@ -63,6 +63,7 @@ class StopRecord:
         binding: the (arm, joint, velocity|acceleration) that set the ramp.
         reaches_end: the plan's own end came before the ramp would have stopped it.
         computed_s: wall time spent computing the ramp (it comes out of the start lead).
+        held: arms sent no stop (a failed arm its own controller holds): its peers stopped.
     """
 
     kind: str
@@ -78,6 +79,7 @@ class StopRecord:
     binding: tuple
     reaches_end: bool = False
     computed_s: float = 0.0
+    held: tuple = ()
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "reason": self.reason, "requested_at": self.requested_at,
@@ -85,11 +87,12 @@ class StopRecord:
                 "plan_time_stamp": self.plan_time_stamp, "plan_time_end": self.plan_time_end,
                 "ramp_s": self.ramp_s, "stop_time_s": self.stop_time_s,
                 "travel": dict(self.travel), "binding": list(self.binding),
-                "reaches_end": self.reaches_end, "computed_s": self.computed_s}
+                "reaches_end": self.reaches_end, "computed_s": self.computed_s,
+                "held": list(self.held)}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "StopRecord":
-        return cls(**{**d, "binding": tuple(d["binding"])})
+        return cls(**{**d, "binding": tuple(d["binding"]), "held": tuple(d.get("held", ()))})
 
 
 @dataclass(frozen=True)
@@ -186,8 +189,10 @@ class ExecutionReport:
                          + (f": {f.error_string}" if f.error_string else ""))
         for r in self.stops:
             travel = ", ".join(f"{a} {t:.4f}" for a, t in r.travel.items())
+            who = (f"every arm but {', '.join(r.held)} (held by its controller)" if r.held
+                   else "every arm")
             lines.append(f"  {r.kind} ({r.reason}): at plan time {r.plan_time_requested:.3f} s, "
-                         f"every arm at rest at plan time {r.plan_time_end:.3f} s, "
+                         f"{who} at rest at plan time {r.plan_time_end:.3f} s, "
                          f"{r.stop_time_s:.3f} s after the request (ramp {r.ramp_s:.3f} s, set "
                          f"by {r.binding[1] or 'nothing'} {r.binding[2]}); largest joint travel "
                          f"{travel}" + (" (the plan's own end came first)" if r.reaches_end else ""))

@@ -99,6 +99,8 @@ class HilSession:
                 sc.sim, use_sim_time=True, real_time_factor=real_time_factor))
             self.sim_node = SimNode(sc, context=self.ros.context).start()
             config = config.with_execution(use_sim_time=True)
+        # bring-up measures the cancel path (stages 3 and 6): a failed arm's peers are canceled
+        config = config.with_execution(cancel_peers_on_failure=True)
         self.config = config
         self.executor = MultiArmExecutor(config, context=self.ros.context,
                                          preflight=preflight_for(config))

@@ -139,6 +139,9 @@ class ArmRun:
     duration_s: float
     on_feedback: Optional[FeedbackHook] = None
     tolerances: Optional[GoalTolerances] = None
+    #: called with this arm's failure when its goal ends failed (aborted, an error code); True:
+    #: handled (its peers stop along the plan), False: the scope fails (every arm canceled)
+    on_goal_failed: Optional[Callable[[Failure], bool]] = None
 
     #: what happened so far (a frozen value, replaced as events arrive)
     out: ArmReport = field(default_factory=lambda: ArmReport(ArmStatus.NOT_SENT))
@@ -438,8 +441,12 @@ class ArmRun:
             self._set(status=ArmStatus.ABORTED)
             reason = FailureReason.ABORTED
         if not stopping:
-            self._fail(reason, result.error_string or f"goal ended with status {response.status}",
-                       int(result.error_code))
+            text = result.error_string or f"goal ended with status {response.status}"
+            failure = Failure(self.name, reason, int(result.error_code), text)
+            if reason is not FailureReason.CANCELED and self.on_goal_failed is not None \
+                    and self.on_goal_failed(failure):
+                return
+            self.scope.fail(failure)
 
     def _feedback(self, msg) -> None:
         if self._watch is not None:

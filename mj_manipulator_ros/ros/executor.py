@@ -322,7 +322,9 @@ class MultiArmExecutor:
             channel = self.channels[arm]
             scope.on_cancel(channel.wake)
             runs[arm] = ArmRun(channel, plan[arm], scope, gate, s, self.now, plan.duration,
-                               self.on_feedback, tolerances.get(arm))
+                               self.on_feedback, tolerances.get(arm),
+                               None if s.cancel_peers_on_failure or len(plan.arm_names) < 2
+                               else (lambda f, sc=scope: self._peer_failed(sc, f)))
         finished = _Countdown(len(runs))
         self._last_runs = runs
         self._controlled_failure = None
@@ -479,6 +481,23 @@ class MultiArmExecutor:
             except RampLimitError:
                 pass
         scope.fail(failure)
+
+    def _peer_failed(self, scope: CancelScope, failure: Failure) -> bool:
+        """An arm's goal ended failed (its controller holds it): its peers stop along the plan
+        (the pre-flight gate's computed stop band certifies one arm holding while its peers
+        ramp down). False where they cannot (not running yet, a stop already under way, no
+        ramp within the limits): the scope fails, every arm is canceled."""
+        with self._scope_lock:
+            first = self._controlled_failure is None and not scope.canceled
+            if first:
+                self._controlled_failure = failure
+        if not first or not self.speed.controls(scope):
+            return False
+        try:
+            return self.speed.stop(f"{failure.arm}: {failure.reason.value}: "
+                                   f"{failure.error_string}", held=(failure.arm,))
+        except RampLimitError:
+            return False
 
     @staticmethod
     def _mark_done(watch: ExecutionWatch, runs: Mapping[str, ArmRun]) -> None:
