@@ -10,6 +10,12 @@
    spent computing it, each hand's travel from the request until rest (forward kinematics of
    the recorded reference), against the prediction for the same request.
 
+3. ``hold``: a cancel of every arm at 6 plan times of the crossing plan in each simulated
+   controller kind (``sim/hold_overshoot.py``: synchronous physics, the cancel taken at the
+   next control cycle): how far past the request's plan time each arm came to rest, against
+   ``execution.hold_overshoot_s`` (the pre-flight gate's assumption); and the stop band the
+   gate computes for each shipped plan (``check/failure_band.py``).
+
 Usage: python bench/stop_bench.py [--runs 3]
 """
 
@@ -97,6 +103,34 @@ def measured(config, scene, runs: int) -> list:
     return rows
 
 
+def hold(config) -> dict:
+    import dataclasses
+
+    from mj_manipulator_ros.check.failure_band import failure_band
+    from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.sim.hold_overshoot import measure_hold
+    from mj_manipulator_ros.sim.sim_config import ArmSimSettings, sim_config
+
+    plan = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
+    requests = np.linspace(0.0, plan.duration, 8)[1:-1]
+    out = {"hold_overshoot_s": config.execution.hold_overshoot_s, "kinds": {}, "band": {}}
+    for kind, name in (("position", "sim_openarm.yaml"), ("torque", "sim_openarm.yaml"),
+                       ("mit", "sim_openarm_twin.yaml")):
+        cfg = sim_config(load_config(config_file(name)))
+        if kind == "torque":
+            cfg = dataclasses.replace(cfg, sim=dataclasses.replace(
+                cfg.sim, arms={a.name: ArmSimSettings(controller="torque")
+                               for a in cfg.executor.arms}))
+        h = measure_hold(cfg, plan, requests)
+        run_on, arm, at = h.worst_run_on()
+        out["kinds"][kind] = {"worst_run_on_s": run_on, "arm": arm, "at_plan_time": at,
+                              "max_travel": max(float(np.max(v)) for v in h.travel.values())}
+    for name in ("openarm_crossing", "openarm_wave"):
+        out["band"][name] = failure_band(load_plan(share_dir() / f"config/plans/{name}.yaml"),
+                                         config).to_dict()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -106,7 +140,8 @@ def main() -> int:
     print(json.dumps({"conditions": "2-core machine, idle; predicted: start lead 0.25 s, full "
                                     "speed; measured: start lead 0.5 s, real time",
                       "predicted": predicted(config, scene),
-                      "measured": measured(config, scene, args.runs)}, indent=1))
+                      "measured": measured(config, scene, args.runs),
+                      "hold": hold(config)}, indent=1))
     return 0
 
 

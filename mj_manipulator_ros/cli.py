@@ -285,21 +285,46 @@ def _check_plan(args: argparse.Namespace) -> int:
     except (MjManipulatorError, ValueError, OSError) as exc:
         print(f"mj-manipulator-ros check-plan: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    stops = None
+    stops = band_need = hold = None
     if args.stops and plan is not None:
+        from mj_manipulator_ros.check.failure_band import failure_band
         from mj_manipulator_ros.check.stop_distances import plot_stops, stop_profile
         from mj_manipulator_ros.model.scene import scene_for
 
-        stops = stop_profile(plan, config, scene_for(config))
+        try:
+            stops = stop_profile(plan, config, scene_for(config))
+            if len(plan.arm_names) > 1:
+                band_need = failure_band(plan, config)
+            if args.hold:
+                from mj_manipulator_ros.sim.hold_overshoot import measure_hold
+                from mj_manipulator_ros.sim.sim_config import sim_config
+
+                import numpy as np
+
+                requests = np.linspace(0.0, plan.duration, args.hold + 2)[1:-1]
+                hold = measure_hold(sim_config(config), plan, requests)
+        except (MjManipulatorError, ValueError) as exc:
+            print(f"mj-manipulator-ros check-plan: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         if args.stops_plot:
-            plot_stops(stops, Path(args.stops_plot))
+            plot_stops(stops, Path(args.stops_plot), hold)
     if args.json:
         doc = report.to_dict()
         if stops is not None:
             doc["stops"] = stops.to_dict()
+        if band_need is not None:
+            doc["stop_band"] = band_need.to_dict()
+        if hold is not None:
+            doc["hold"] = hold.to_dict()
         print(json.dumps(doc, indent=2))
     else:
-        print(report.summary() + ("" if stops is None else "\n" + stops.summary()))
+        extra = [] if stops is None else [stops.summary()]
+        if band_need is not None:
+            extra.append(f"stop band the pre-flight gate certifies: {band_need.skew_s * 1e3:.0f} "
+                         f"ms, set by {band_need.set_by}")
+        if hold is not None:
+            extra.append(hold.summary(config.execution.hold_overshoot_s))
+        print("\n".join([report.summary(), *extra]))
     if args.image:
         from mj_manipulator_ros.check.render import render_worst
         render_worst(checker, report, timeline or plan, Path(args.image), skews)
@@ -408,6 +433,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "hand travel until rest; the worst printed)")
     p.add_argument("--stops-plot", metavar="PNG", help="with --stops: a PNG of them against the "
                                                        "plan time of the request")
+    p.add_argument("--hold", type=int, default=0, metavar="N",
+                   help="with --stops: also cancel every arm at N plan times in the "
+                        "configuration's simulator and measure how far each runs on (against "
+                        "execution.hold_overshoot_s)")
     p.set_defaults(func=_check_plan)
 
     p = sub.add_parser("hil", help="hardware-in-the-loop bring-up: staged, gated, recorded")

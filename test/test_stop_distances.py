@@ -76,12 +76,47 @@ def test_check_plan_stops_on_the_shipped_plans(plan, tmp_path) -> None:
     png = tmp_path / "stops.png"
     out = subprocess.run([cli, "check-plan", str(share_dir() / f"config/plans/{plan}.yaml"),
                           "--config", str(config_file("sim_openarm.yaml")), "--stops",
-                          "--stops-plot", str(png), "--json"],
+                          "--stops-plot", str(png), "--json", "--hold", "4"],
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
-    stops = json.loads(out.stdout)["stops"]
+    doc = json.loads(out.stdout)
+    stops = doc["stops"]
+    # the band the gate certifies: computed, and wider than the fixed cancel band
+    band = doc["stop_band"]
+    assert band["skew_s"] == band["controlled_s"] > band["cancel_s"] and band["cancels"] == 0
+    # a cancel in the simulated position controllers: the arms run on no further than the
+    # gate's default assumption
+    hold = doc["hold"]
+    assert hold["kinds"] == {"left": "position", "right": "position"}
+    assert len(hold["request"]) == 4 and hold["worst_run_on"][0] is not None, hold
+    assert hold["worst_run_on"][0] <= band["hold_s"], hold
     assert set(stops["hand_travel"]) == {"left", "right"}
     worst = stops["worst"]
     lead = stops["lead_s"]
     assert lead < worst["stop_time_s"][0] < lead + 1.0
     assert png.stat().st_size > 10000
+
+
+@pytest.mark.slow
+def test_an_arm_that_ignores_its_cancel_is_measured_running_on() -> None:
+    """Adversarial: the left controller refuses cancels (a fault) and runs its plan on; the
+    measured run-on is the whole settling window, beyond the gate's assumption, and said so;
+    the right arm, canceled, stands."""
+    import dataclasses
+
+    from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.core.plan_io import load_plan
+    from mj_manipulator_ros.resources import share_dir
+    from mj_manipulator_ros.sim.hold_overshoot import SETTLE_S, measure_hold
+    from mj_manipulator_ros.sim.sim_config import ArmFaults, sim_config
+
+    cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
+    cfg = dataclasses.replace(cfg, sim=dataclasses.replace(
+        cfg.sim, faults={"left": ArmFaults(ignore_cancel=True)}))
+    plan = load_plan(share_dir() / "config/plans/openarm_wave.yaml")
+    hold = measure_hold(cfg, plan, [0.75])   # both arms at their fastest there (0.70 rad/s)
+    bound = cfg.executor.execution.hold_overshoot_s
+    assert hold.run_on["left"][0] == pytest.approx(SETTLE_S, abs=0.02)
+    assert hold.travel["left"][0] > 0.05
+    assert abs(hold.run_on["right"][0]) <= bound and hold.travel["right"][0] < 0.005
+    assert "DOES NOT cover it" in hold.summary(bound)

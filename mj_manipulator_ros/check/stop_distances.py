@@ -152,8 +152,10 @@ def _between(cum: np.ndarray, grid: np.ndarray, a: np.ndarray, b: np.ndarray) ->
     return out
 
 
-def plot_stops(profile: StopProfile, path: Path) -> Path:
-    """Stop time and travel against the plan time of the request (PNG)."""
+def plot_stops(profile: StopProfile, path: Path, hold=None) -> Path:
+    """Stop time and travel against the plan time of the request (PNG); with ``hold`` (a
+    :class:`~mj_manipulator_ros.sim.hold_overshoot.HoldOvershoot`), each arm's measured joint
+    travel after a cancel too."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -168,6 +170,10 @@ def plot_stops(profile: StopProfile, path: Path) -> Path:
                   label=f"{arm} hand ({profile.hand[arm]}), mm")
         ax_d.plot(profile.request, profile.joint_travel[arm] * 1e3, lw=1.0, ls="--",
                   label=f"{arm} largest joint, mrad")
+    if hold is not None:
+        for arm in hold.travel:
+            ax_d.plot(hold.request, hold.travel[arm] * 1e3, "o", ms=4,
+                      label=f"{arm} cancel (hold, {hold.kinds[arm]}): largest joint, mrad")
     ax_d.set_xlabel("plan time of the request (s)")
     ax_d.set_ylabel("travel until rest")
     ax_d.legend(fontsize=8)
