@@ -15,6 +15,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import ArmTrajectory
+from mj_manipulator_ros.core.time_scaling import TimeScaling
 
 
 @dataclass(frozen=True)
@@ -147,3 +148,49 @@ def tracking_error(samples: JointSamples, traj: ArmTrajectory, start: float) -> 
         return float("nan")
     planned = sample(traj, s.stamps - start)[0]
     return float(np.max(np.abs(s.positions - planned)))
+
+
+def travel_after(samples: JointSamples, after: float) -> float:
+    """The largest joint displacement (rad) from the first sample at or after ``after`` to the
+    last sample (NaN without samples there): how far the arm went once asked to stop."""
+    s = samples.window(after, np.inf)
+    if len(s) == 0:
+        return float("nan")
+    return float(np.max(np.abs(s.positions[-1] - s.positions[0])))
+
+
+def progress_at_rest(samples: JointSamples, traj: ArmTrajectory, step: float = 0.001) -> float:
+    """The plan time whose pose is nearest the last sample's (max-norm over the joints; the
+    plan sampled every ``step`` s), s: where along a one-way motion the arm came to rest."""
+    if len(samples) == 0:
+        return float("nan")
+    ts = np.arange(0.0, traj.duration + step / 2, step)
+    q, _, _ = sample(traj, ts)
+    return float(ts[int(np.argmin(np.max(np.abs(q - samples.positions[-1]), axis=1)))])
+
+
+def settle_time(samples: JointSamples, after: float, tolerance: float) -> float:
+    """Seconds from ``after`` until every joint is and stays within ``tolerance`` (rad) of its
+    last recorded position (inf without samples after ``after``)."""
+    s = samples.window(after, np.inf)
+    if len(s) == 0:
+        return float("inf")
+    away = np.flatnonzero(np.max(np.abs(s.positions - s.positions[-1]), axis=1) > tolerance)
+    if away.size == 0:
+        return max(0.0, float(s.stamps[0] - after))
+    return float(s.stamps[away[-1] + 1] - after) if away[-1] + 1 < len(s) else float("inf")
+
+
+def predicted_settle_time(traj: ArmTrajectory, requested_at: float, plan_time_requested: float,
+                          stamp: float, plan_time_stamp: float, ramp_s: float,
+                          tolerance: float, step: float = 0.001) -> float:
+    """From a controlled stop's record (times on the controllers' clock, plan times in s): what
+    :func:`settle_time` measures on the arm, predicted on the *reference* the stop sends (the
+    plan at full rate until ``stamp``, then the ramp to rest over ``ramp_s``)."""
+    t = np.arange(requested_at, stamp + ramp_s + step, step)
+    advanced, _, _ = TimeScaling.ramp(1.0, 0.0, ramp_s).at(np.maximum(t - stamp, 0.0))
+    plan_time = np.where(t < stamp, plan_time_requested + (t - requested_at),
+                         plan_time_stamp + advanced)
+    q, _, _ = sample(traj, np.clip(plan_time, 0.0, traj.duration))
+    away = np.flatnonzero(np.max(np.abs(q - q[-1]), axis=1) > tolerance)
+    return 0.0 if away.size == 0 else float(t[away[-1]] + step - requested_at)

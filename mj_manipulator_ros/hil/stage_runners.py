@@ -7,6 +7,7 @@ passes when every one passes. Motions come from :mod:`mj_manipulator_ros.hil.mot
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import threading
 from dataclasses import dataclass
@@ -15,12 +16,14 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import numpy as np
 
+from mj_manipulator_ros.check.failure_band import failure_band
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
-from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport
+from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport, StopKind
 from mj_manipulator_ros.core.validation import validate_plan
 from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil.motions import approach, one_way, out_and_back, return_to, with_holds
@@ -148,16 +151,20 @@ def offline_consistency(config: ExecutorConfig, stage: Stage, protocol: Protocol
         bad = report.colliding_states + report.between_state_collisions + report.uncertified_intervals
         out.append(check(stage, "plans_collision_free", name, float(bad),
                          report.summary().splitlines()[0]))
-        skew = config.execution.stop_skew_s
-        if len(plan.arm_names) > 1 and skew > 0:
-            band = checker.check(plan, mode="band", skew=skew)
+        if len(plan.arm_names) > 1:
+            try:
+                need = failure_band(plan, config)
+            except MjManipulatorError as exc:
+                out.append(check(stage, "plans_band_clear", name, 0.0, str(exc), passed=False))
+                continue
+            band = checker.check(plan, mode="band", skew=need.skew_s)
             bad = band.colliding_states + band.between_state_collisions + band.uncertified_intervals \
                 + band.contact_overflow_states
             out.append(check(stage, "plans_band_clear", name, float(bad),
-                             band.summary().splitlines()[0]))
+                             band.summary().splitlines()[0] + f"; band set by {need.set_by}"))
         else:
             out.append(not_applicable(stage, "plans_band_clear", name, float(len(plan.arm_names)),
-                                      "one arm, or execution.stop_skew_s = 0: no band"))
+                                      "one arm: no band"))
     return out
 
 
@@ -215,30 +222,83 @@ def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
     return out
 
 
-# ---- stop latency ------------------------------------------------------------------------------
+# ---- stop latency -------------------------------------------------------------------------------
 def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    """Each arm: a cancel at each of ``fractions`` of a one-way motion (latency, and how far
+    past the cancel it came to rest, against ``execution.hold_overshoot_s``, which the
+    pre-flight gate's stop band assumes), then a controlled stop at each of
+    ``controlled_fractions``: the measured stop against the executor's prediction."""
     p = stage.params
     threshold = protocol.settings["speed_threshold_rad_s"]
+    hold_bound = session.config.execution.hold_overshoot_s
     out = []
     for arm in session.config.arm_names:
         start = session.pose(arm)
+        joints = session.config.arm(arm).joint_names
         for fraction in p["fractions"]:
             subject = f"{arm}@{int(round(fraction * 100))}%"
             plan = one_way(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])
-            report, samples = _run_and_cancel(session, plan, fraction)
+            report, samples = _run_and_stop(session, plan, fraction, controlled=False)
             r = report.arms[arm]
             confirmed = r.stop_confirmed and r.cancel_acknowledged_at is not None
             out.append(check(stage, "cancel_confirmed", subject, float(confirmed),
                              _report_detail(report), passed=confirmed))
-            s = samples.arm(session.config.arm(arm).joint_names)
-            latency = A.stop_time(s, r.cancel_requested_at, threshold) if r.cancel_requested_at else None
+            s = samples.arm(joints)
+            asked = r.cancel_requested_at
+            latency = A.stop_time(s, asked, threshold) if asked else None
             out.append(check(stage, "stop_latency", subject, latency))
+            overshoot = None
+            if asked and report.start_stamp is not None:
+                # how long the arm ran on along the motion past the cancel request: at full
+                # speed it runs on that much plan time (a latency and a servo's settling do
+                # not scale with the speed)
+                rest = A.progress_at_rest(s, plan[arm])
+                overshoot = rest - (asked - report.start_stamp)
+            result = check(stage, "hold_overshoot", subject, overshoot,
+                           f"execution.hold_overshoot_s {hold_bound:g} s",
+                           passed=overshoot is not None and overshoot <= hold_bound)
+            out.append(dataclasses.replace(result, threshold=hold_bound))
+            return_to(session, {arm: start})
+        for fraction in p["controlled_fractions"]:
+            subject = f"{arm}@{int(round(fraction * 100))}% controlled"
+            plan = one_way(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])
+            report, samples = _run_and_stop(session, plan, fraction, controlled=True)
+            stopped = report.arms[arm].stop is StopKind.CONTROLLED and len(report.stops) == 1
+            out.append(check(stage, "controlled_stop_confirmed", subject, float(stopped),
+                             _report_detail(report), passed=stopped))
+            time_error = distance_error = None
+            if stopped:
+                record = report.stops[0]
+                s = samples.arm(joints)
+                settle = p["settle_rad"]
+                measured_time = A.settle_time(s, record.requested_at, settle)
+                predicted_time = A.predicted_settle_time(
+                    plan[arm], record.requested_at, record.plan_time_requested, record.stamp,
+                    record.plan_time_stamp, record.ramp_s, settle)
+                time_error = abs(measured_time - predicted_time)
+                rest, _, _ = sample(plan[arm], [record.plan_time_end])
+                distance_error = float(np.max(np.abs(s.positions[-1] - rest[0]))) \
+                    if len(s) else None
+                time_detail = (f"measured {measured_time:.3f} s, predicted {predicted_time:.3f} s "
+                               f"(start lead {record.stamp - record.requested_at:.3f} s, ramp "
+                               f"{record.ramp_s:.3f} s)")
+                travel_detail = (f"at rest at plan time {record.plan_time_end:.3f} s; travel "
+                                 f"measured {A.travel_after(s, record.requested_at):.4f}, "
+                                 f"predicted {record.travel[arm]:.4f} (from where the reference "
+                                 "was at the request)")
+            else:
+                time_detail = travel_detail = "no controlled stop"
+            out.append(check(stage, "controlled_stop_time_error", subject, time_error,
+                             time_detail))
+            out.append(check(stage, "controlled_stop_position_error", subject, distance_error,
+                             travel_detail))
             return_to(session, {arm: start})
     return out
 
 
-def _run_and_cancel(session: "HilSession", plan: MultiArmPlan, fraction: float):
-    """Run the plan and abort it at ``fraction`` of its duration (controllers' clock)."""
+def _run_and_stop(session: "HilSession", plan: MultiArmPlan, fraction: float, controlled: bool):
+    """Run the plan and stop it at ``fraction`` of its duration (controllers' clock): a cancel
+    (abort), or the controlled stop along the plan."""
     result = {}
     runner = threading.Thread(target=lambda: result.update(zip(("report", "samples"),
                                                                session.run(plan))))
@@ -250,7 +310,11 @@ def _run_and_cancel(session: "HilSession", plan: MultiArmPlan, fraction: float):
         when = stamp.seconds + fraction * plan.duration
         while session.now() < when and runner.is_alive():
             runner.join(0.002)
-        session.executor.abort(f"bring-up stop test at {fraction:.0%} of the motion")
+        why = f"bring-up stop test at {fraction:.0%} of the motion"
+        if controlled:
+            session.executor.stop(why)
+        else:
+            session.executor.abort(why)
     runner.join(timeout=plan.duration * 10 + 30)
     return result["report"], result["samples"]
 
