@@ -185,6 +185,14 @@ def test_an_aborted_arm_holds_while_its_peer_stops_along_the_plan(tmp_path) -> N
     assert len(report.stops) == 1 and report.stops[0].held == ("left",)
     record = report.stops[0]
     assert set(record.travel) == {"right"}
+    # measured on the joint states against computed from the ramp: the right arm's travel;
+    # the left, held by its controller from its result, runs on no further than the gate's
+    # stop band assumes (execution.hold_overshoot_s of plan time at the plan's speed there)
+    assert abs(right.stop_travel - record.travel["right"]) <= 0.02, (right, record.travel)
+    left = report.arms["left"]
+    _, v, _ = sample(plan["left"], [ABORT_AT_S])
+    bound = cfg.executor.execution.hold_overshoot_s * np.abs(v[0]).max()
+    assert left.stop_travel is not None and left.stop_travel <= bound, (left, bound)
     # the left arm was sent nothing more: its plan goal (aborted) only
     assert [tk["outcome"] for tk in extra["tickets"]["left"]] == ["aborted"]
     # the right reference within its limits, continuous at the switch
@@ -206,7 +214,9 @@ def test_an_aborted_arm_holds_while_its_peer_stops_along_the_plan(tmp_path) -> N
     print(f"left aborted at plan time {ABORT_AT_S:.3f} s; right at rest at plan time "
           f"{record.plan_time_end:.3f} s ({(record.plan_time_end - ABORT_AT_S) * 1e3:.0f} ms "
           f"further; the gate's band allows {band.controlled_s * 1e3:.0f} ms), "
-          f"{record.stop_time_s:.3f} s after the request; right peak use {use['right']}")
+          f"{record.stop_time_s:.3f} s after the request; right peak use {use['right']}; "
+          f"measured travel right {right.stop_travel:.4f} (computed {record.travel['right']:.4f}),"
+          f" left {left.stop_travel:.4f} in {left.stop_time_s:.3f} s (bound {bound:.4f})")
 
 
 def test_resume_refuses_an_arm_moved_while_paused_and_stays_paused(tiny_sim, ros, tmp_path

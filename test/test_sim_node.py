@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 import rclpy
 from action_msgs.msg import GoalStatus
@@ -203,6 +204,10 @@ def test_executor_peer_stopped_by_sim_fault(sim, ros, tmp_path, cancel_peers) ->
     assert report.first_failure.reason is FailureReason.ABORTED
     left = report.arms["left"]
     tickets = node.arms["left"].tickets
+    # every stopped arm's stop measured on its joint states (the held one's from its result)
+    for arm in ("left", "right"):
+        r = report.arms[arm]
+        assert r.stop_travel is not None and 0.0 <= r.stop_time_s <= r.stop_observed_s, r
     if cancel_peers:
         assert left.status is ArmStatus.CANCELED and left.stop_confirmed
         assert [t.outcome for t in tickets] == ["canceled"]
@@ -212,6 +217,18 @@ def test_executor_peer_stopped_by_sim_fault(sim, ros, tmp_path, cancel_peers) ->
         assert [t.outcome for t in tickets] == ["aborted", "succeeded"]  # preempted, at rest
         assert tickets[0].error_string == PREEMPTED_MESSAGE
         assert len(node.arms["right"].tickets) == 1
+        # measured against computed: the travel the ramp predicts (the reference's, from the
+        # plan) is the arm's, up to where it lagged its reference at the request (its tracking
+        # error), and it rests at the plan's pose at the stop's plan time
+        from mj_manipulator_ros.core.interpolation import sample
+        expected, _, _ = sample(tiny_plan(duration=3.0)["left"], [report.stops[0].plan_time_end])
+        rest_error = np.abs(node.shared.snapshot().arms["left"].positions - expected[0]).max()
+        assert rest_error < 0.01, rest_error
+        predicted = report.stops[0].travel["left"]
+        assert abs(left.stop_travel - predicted) <= left.max_tracking_error + rest_error, \
+            (left.stop_travel, predicted, left.max_tracking_error, rest_error)
+    print({a: (r.stop.value if r.stop else None, r.stop_travel, r.stop_time_s)
+           for a, r in report.arms.items()})
 
 
 def test_goals_end_when_the_simulator_closes(sim, client) -> None:

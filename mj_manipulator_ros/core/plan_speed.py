@@ -70,6 +70,9 @@ class PlanSpeed:
         self._paused_at: Optional[float] = None   # monotonic
         self._paused_total = 0.0
         self.ramp_total_s = 0.0
+        #: called with the request time (controllers' clock, s) of each controlled stop, as it
+        #: is asked for (before its ramp is computed)
+        self.on_stop: Callable[[float], None] = lambda at: None
 
     # ---- the executor's bookkeeping -----------------------------------------------------------
     def begin(self, plan: MultiArmPlan, runs, clock, scope, stamp_s: float) -> None:
@@ -202,6 +205,8 @@ class PlanSpeed:
     def _ramp_to_rest(self, kind: str, reason: str, held: tuple[str, ...] = ()) -> bool:
         plan, _runs, clock, scope = self._running
         requested = self._now()
+        if kind == "stop":
+            self.on_stop(requested)   # before the ramp is computed: the arms move meanwhile
         s_req = clock.plan_time(requested)
         started = time.monotonic()
         _now_ns, stamp, s0, ramp = self._prepare(0.0)

@@ -110,6 +110,11 @@ class ArmReport:
     max_progress_skew: Optional[float] = None   # s, between this execution's arms
     max_velocity: Optional[float] = None        # per s: largest measured |joint velocity|
     stop: Optional[StopKind] = None             # which stop the arm got, if it was stopped
+    #: the stop measured on the joint states (``core/stop_meter.py``): largest joint travel from
+    #: the request (rad or m), until its last motion, until its last joint state recorded (s)
+    stop_travel: Optional[float] = None
+    stop_time_s: Optional[float] = None
+    stop_observed_s: Optional[float] = None
 
     def to_dict(self) -> dict:
         return {"status": self.status.value,
@@ -122,7 +127,8 @@ class ArmReport:
                 "stop_confirmed": self.stop_confirmed,
                 "max_tracking_error": self.max_tracking_error,
                 "max_progress_skew": self.max_progress_skew,
-                "max_velocity": self.max_velocity}
+                "max_velocity": self.max_velocity, "stop_travel": self.stop_travel,
+                "stop_time_s": self.stop_time_s, "stop_observed_s": self.stop_observed_s}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "ArmReport":
@@ -210,8 +216,12 @@ class ExecutionReport:
                             f", max velocity {r.max_velocity:.3f}/s") + ")"
             elif self.start_stamp is not None and r.goal_sent_at is not None:
                 watched = " (NOT WATCHED: no joint state of every joint arrived while it ran)"
+            measured = "" if r.stop_travel is None else (
+                f": travel {r.stop_travel:.4f} in {r.stop_time_s:.3f} s, measured over "
+                f"{r.stop_observed_s:.3f} s")
             lines.append(f"  {arm}: {r.status.value}"
-                         + (f" ({r.stop.value} stop)" if r.stop is not None else "")
+                         + (f" ({r.stop.value} stop{measured})" if r.stop is not None else
+                            f" (held by its controller{measured})" if measured else "")
                          + (f" error_code={r.error_code}" if r.error_code else "")
                          + (f" {r.error_string}" if r.error_string else "") + watched + extra)
         return "\n".join(lines)

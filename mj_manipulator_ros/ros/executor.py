@@ -20,7 +20,7 @@ import dataclasses
 import threading
 import time
 import uuid
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, Sequence
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
@@ -35,7 +35,8 @@ from mj_manipulator_ros.core.execution_watch import ExecutionWatch
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.core.report import (
-    ArmReport, ArmStatus, ExecutionReport, ExecutionStatus)
+    ArmReport, ArmStatus, ExecutionReport, ExecutionStatus, StopKind, StopRecord)
+from mj_manipulator_ros.core.stop_meter import StopMeter
 from mj_manipulator_ros.core.sync import (
     INTERRUPTED, CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel)
 from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
@@ -57,6 +58,12 @@ WATCH_TICK_S = 0.02
 #: a controlled stop along the plan (the arms are still controllable; every configuration
 #: passed is one of the synchronized plan); False: every controller's cancel (hold), where the
 #: arms' state is unknown or a joint is beyond its limit
+#: after the last result, the joint states are watched until every stopped arm has been still
+#: this long (s of its joint-state stamps) ...
+STOP_SETTLE_S = 0.05
+#: ... or this much wall time has passed (s): the report's measured stop (core/stop_meter.py)
+STOP_OBSERVE_S = 0.5
+
 CONTROLLED_STOP_REASONS = {
     FailureReason.TRACKING_ERROR: True,
     FailureReason.PROGRESS_SKEW: True,
@@ -328,6 +335,10 @@ class MultiArmExecutor:
         finished = _Countdown(len(runs))
         self._last_runs = runs
         self._controlled_failure = None
+        meter = StopMeter({a: plan[a].joint_names for a in plan.arm_names})
+        self._meter = meter
+        scope.on_cancel(lambda: meter.start(self.now()))
+        self.speed.on_stop = meter.start
 
         def arm_main(arm: str, run: ArmRun) -> None:
             try:
@@ -351,6 +362,7 @@ class MultiArmExecutor:
                        + join_budget(s, self.speed.ramp_total_s + plan.duration / (
                            clock.slowest_moving if clock is not None else 1.0)),
                        tick=(lambda: self._on_tick(runs, scope)) if stamp is not None else None)
+            self._observe_stops(meter, runs)
         finally:
             self.speed.end()
             self.monitor.listener = None
@@ -373,6 +385,7 @@ class MultiArmExecutor:
                 self._stuck.update(stuck)
             scope.fail(Failure(None, FailureReason.EXCEPTION, None,
                                f"threads did not end: {[f'mjmr-arm-{a}' for a in stuck]}"))
+        reports = _with_stop_figures(reports, meter, self.speed.stops)
         failure = self._controlled_failure or scope.failure   # the first one that came
         return ExecutionReport(_overall(reports, failure),
                                None if stamp is None else stamp.seconds, failure, reports,
@@ -454,8 +467,11 @@ class MultiArmExecutor:
         with self._scope_lock:
             self._running = (plan, runs, watch.clock, scope)
 
+        meter = self._meter
+
         def on_joint_state(names, positions, msg_stamp: float, received: float,
                            velocities) -> None:
+            meter.on_joint_state(names, positions, msg_stamp)
             self._mark_done(watch, runs)
             violation = watch.on_joint_state(names, positions, msg_stamp, received, velocities)
             if violation is not None:
@@ -481,6 +497,29 @@ class MultiArmExecutor:
             except RampLimitError:
                 pass
         scope.fail(failure)
+
+    def _observe_stops(self, meter: StopMeter, runs: Mapping[str, ArmRun]) -> None:
+        """After the last result, keep the joint states coming into ``meter`` until every
+        stopped arm has been still for ``STOP_SETTLE_S`` (at most ``STOP_OBSERVE_S`` of wall
+        time): the report's measured stop then covers the arm's run-on past its result."""
+        requests = {}
+        stop = next((r for r in reversed(self.speed.stops) if r.kind == "stop"), None)
+        for arm, run in runs.items():
+            out = run.out
+            at = (stop.requested_at if out.stop is StopKind.CONTROLLED and stop is not None
+                  else out.cancel_requested_at if out.stop is StopKind.CANCEL
+                  else out.result_at if out.status is ArmStatus.ABORTED else None)
+            if at is not None:
+                requests[arm] = at
+        if not requests or self.monitor.listener is None:
+            return
+        # every goal has ended: the watch has nothing left to judge; only the meter listens
+        self.monitor.listener = lambda names, positions, stamp, received, velocities: \
+            meter.on_joint_state(names, positions, stamp)
+        deadline = time.monotonic() + STOP_OBSERVE_S
+        while time.monotonic() < deadline and not all(
+                meter.settled(a, at, STOP_SETTLE_S) for a, at in requests.items()):
+            time.sleep(0.01)
 
     def _peer_failed(self, scope: CancelScope, failure: Failure) -> bool:
         """An arm's goal ended failed (its controller holds it): its peers stop along the plan
@@ -668,3 +707,25 @@ def _not_sent(plan: MultiArmPlan, scope: CancelScope) -> ExecutionReport:
     reports = {a: ArmReport(ArmStatus.NOT_SENT, None, "stopped before any goal was sent")
                for a in plan.arm_names}
     return ExecutionReport(_overall(reports, scope.failure), None, scope.failure, reports)
+
+
+def _with_stop_figures(reports: Mapping[str, ArmReport], meter: StopMeter,
+                       stops: Sequence[StopRecord]) -> dict[str, ArmReport]:
+    """Each stopped arm's report with its stop measured on its joint states: from the
+    controlled stop's request, its cancel request, or (an arm whose controller aborted its goal
+    and holds it) its result."""
+    controlled = next((r for r in reversed(stops) if r.kind == "stop"), None)
+    out = {}
+    for arm, r in reports.items():
+        if r.stop is StopKind.CONTROLLED and controlled is not None:
+            at = controlled.requested_at
+        elif r.stop is StopKind.CANCEL:
+            at = r.cancel_requested_at
+        elif r.status is ArmStatus.ABORTED:   # its controller ended the goal and holds it
+            at = r.result_at
+        else:
+            at = None
+        f = meter.figures(arm, at)
+        out[arm] = r if f is None else dataclasses.replace(
+            r, stop_travel=f.travel, stop_time_s=f.time_s, stop_observed_s=f.observed_s)
+    return out
