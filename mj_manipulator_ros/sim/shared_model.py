@@ -32,11 +32,13 @@ from typing import Callable, Optional
 import mujoco
 import numpy as np
 
+from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.scene import Scene
 from mj_manipulator_ros.model.exchange import ExchangeChoice
 from mj_manipulator_ros.sim.controllers import SimulatedController, make_controller
 from mj_manipulator_ros.sim.cosim import CoSim, build_cosim
 from mj_manipulator_ros.sim.sim_clock import SimClock, SimHealth
+from mj_manipulator_ros.sim.miswiring import Wiring
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig, SimSettings
 
 
@@ -81,14 +83,32 @@ class SharedModel:
         self.steps_per_cycle = max(1, int(round(self.control_period / self.model.opt.timestep)))
         self.real_time_factor = settings.real_time_factor
         self.controllers: dict[str, SimulatedController] = {}
+        # miswiring faults (sim/miswiring.py): which arm's joints each controller is wired to,
+        # and how (None: straight through, the fast path)
+        self.physical = _physical_arms(scene, settings)
+        self.wirings: dict[str, Optional[Wiring]] = {}
         for name, arm in scene.arms.items():
             faults = settings.faults.get(name) or ArmFaults()
-            self.controllers[name] = make_controller(settings.arm(name).controller, arm,
-                                                     self.data.qpos[arm.qpos_adr], faults,
-                                                     settings.arm(name), scene)
-        # per arm: controller, qpos / qvel / ctrl indices (a slice where contiguous: cheaper)
-        self._wiring = [(c, _index(arm.qpos_adr), _index(arm.dof_adr), _index(c.actuator_ids))
-                        for c, arm in ((self.controllers[n], a) for n, a in scene.arms.items())]
+            wiring = Wiring(arm.joint_names, faults)
+            wired_to = scene.arms[self.physical[name]]
+            self.wirings[name] = None if wiring.identity and wired_to is arm else wiring
+            self.controllers[name] = make_controller(
+                settings.arm(name).controller, arm,
+                wiring.hold(self.data.qpos[wired_to.qpos_adr]), faults, settings.arm(name), scene)
+        for name, wiring in self.wirings.items():
+            if wiring is not None and getattr(self.controllers[name], "_null", None):
+                raise ConfigError(f"sim.faults.{name}: miswiring faults with a torque controller "
+                                  "need sim.arms.<arm>.nulling: disable (the nulled servos "
+                                  "are not rewired)")
+        # per arm: controller, qpos / qvel / ctrl indices of the joints it is wired to (a slice
+        # where contiguous: cheaper), its wiring, its kind
+        self._wiring = []
+        for n in scene.arms:
+            wired_to = self.physical[n]
+            phys = scene.arms[wired_to]
+            self._wiring.append((self.controllers[n], _index(phys.qpos_adr), _index(phys.dof_adr),
+                                 _index(self.controllers[wired_to].actuator_ids),
+                                 self.wirings[n], settings.arm(n).controller))
         self._observers: list[list] = []  # [period_s, next_due_sim_s, callback]
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -103,7 +123,10 @@ class SharedModel:
         if settings.physics == "cosim":
             self.cosim = build_cosim(scene, settings, self.data)
             sizes = np.cumsum([0] + [len(a.joint_names) for a in scene.arms.values()])
-            self._twin_cols = [slice(int(a), int(b)) for a, b in zip(sizes[:-1], sizes[1:])]
+            cols = dict(zip(scene.arms, (slice(int(a), int(b))
+                                         for a, b in zip(sizes[:-1], sizes[1:]))))
+            # each controller's rows go to the columns of the joints it is wired to
+            self._twin_cols = [cols[self.physical[n]] for n in scene.arms]
             self._twin_command = np.zeros((5, int(sizes[-1])))
 
     @property
@@ -123,9 +146,13 @@ class SharedModel:
 
     def _snapshot_locked(self) -> Snapshot:
         d = self.data
-        arms = {name: ArmState(d.qpos[a.qpos_adr].copy(), d.qvel[a.dof_adr].copy(),
-                               d.qfrc_actuator[a.dof_adr].copy())
-                for name, a in self.scene.arms.items()}
+        arms = {}
+        for name in self.scene.arms:
+            a = self.scene.arms[self.physical[name]]
+            q, qd, e = d.qpos[a.qpos_adr].copy(), d.qvel[a.dof_adr].copy(), \
+                d.qfrc_actuator[a.dof_adr].copy()
+            wiring = self.wirings[name]
+            arms[name] = ArmState(*(wiring.report(q, qd, e) if wiring is not None else (q, qd, e)))
         return Snapshot(float(d.time), self._clock(float(d.time)), arms)
 
     def read(self, fn: Callable[[mujoco.MjModel, mujoco.MjData], object]) -> object:
@@ -167,9 +194,15 @@ class SharedModel:
             if self.cosim is not None:
                 self._cosim_cycle(now)
             else:
-                for controller, qi, vi, ci in self._wiring:
-                    d.ctrl[ci] = controller.update(now + controller.faults.clock_offset_s,
-                                                   d.qpos[qi].copy(), d.qvel[vi].copy())
+                for controller, qi, vi, ci, wiring, kind in self._wiring:
+                    if wiring is None:
+                        d.ctrl[ci] = controller.update(now + controller.faults.clock_offset_s,
+                                                       d.qpos[qi].copy(), d.qvel[vi].copy())
+                        continue
+                    q, qd, _ = wiring.report(d.qpos[qi].copy(), d.qvel[vi].copy())
+                    command = controller.update(now + controller.faults.clock_offset_s, q, qd)
+                    d.ctrl[ci] = (wiring.torque_command(command) if kind == "torque"
+                                  else wiring.position_command(command))
                 if self.steps_per_cycle == 1:
                     mujoco.mj_step(m, d)
                 else:
@@ -187,9 +220,14 @@ class SharedModel:
         """The controllers' MIT commands to the twin, then the cycle's exchanges (which advance
         MuJoCo's time; its integrator never runs)."""
         d, cmd = self.data, self._twin_command
-        for (controller, qi, vi, _), cols in zip(self._wiring, self._twin_cols):
-            cmd[:, cols] = controller.update(now + controller.faults.clock_offset_s,
-                                             d.qpos[qi].copy(), d.qvel[vi].copy())
+        for (controller, qi, vi, _, wiring, _kind), cols in zip(self._wiring, self._twin_cols):
+            if wiring is None:
+                cmd[:, cols] = controller.update(now + controller.faults.clock_offset_s,
+                                                 d.qpos[qi].copy(), d.qvel[vi].copy())
+                continue
+            q, qd, _ = wiring.report(d.qpos[qi].copy(), d.qvel[vi].copy())
+            cmd[:, cols] = wiring.mit_command(
+                controller.update(now + controller.faults.clock_offset_s, q, qd))
         self.cosim.twin.command(*cmd)
         for _ in range(self.exchange.exchanges_per_cycle):
             self.cosim.exchange()
@@ -266,9 +304,12 @@ class SharedModel:
             active = [c for c in self.controllers.values() if c.active is not None]
             text = (f"simulator behind real time by {lag * 1e3:.0f} ms (sim.max_lag_s "
                     f"{max_lag * 1e3:.0f} ms): the simulator, not the arm, could not keep up")
-            for controller, qi, _vi, _ci in self._wiring:
+            for controller, qi, vi, _ci, wiring, _kind in self._wiring:
                 if controller.active is not None:
-                    controller.abort_active(self.data.qpos[qi].copy(), text)
+                    q = self.data.qpos[qi].copy()
+                    if wiring is not None:
+                        q = wiring.report(q, self.data.qvel[vi].copy())[0]
+                    controller.abort_active(q, text)
         if active:
             self._health.aborts += len(active)
             self.on_event("error", f"aborted {len(active)} goal(s): {text}")
@@ -315,6 +356,21 @@ class _HealthMeter:
                 factor = (end[1] - start[1]) / (end[0] - start[0])
         return SimHealth(cycles, factor, self.lag, self.worst_lag, self.worst_stall,
                          self.aborts, self.reanchors, scheduling)
+
+
+def _physical_arms(scene: Scene, settings: SimSettings) -> dict[str, str]:
+    """Arm -> the arm whose joints its controller is wired to (``sim.faults.crossed_arms``
+    swaps two; both must have the same controller kind)."""
+    out = {n: n for n in scene.arms}
+    if settings.crossed_arms:
+        a, b = settings.crossed_arms
+        if settings.arm(a).controller != settings.arm(b).controller:
+            raise ConfigError(f"sim.faults.crossed_arms: {a!r} runs a "
+                              f"{settings.arm(a).controller} controller and {b!r} a "
+                              f"{settings.arm(b).controller} one: only arms driven alike can be "
+                              "crossed")
+        out[a], out[b] = b, a
+    return out
 
 
 def _index(ids: np.ndarray):

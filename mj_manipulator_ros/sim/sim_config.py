@@ -53,6 +53,20 @@ class ArmFaults:
                "state and feedback stamps, and its reading of goal stamps"})
     exit_after_s: Optional[float] = field(default=None, metadata={
         "doc": "this arm's controller stops responding this long after a goal starts", "min": 0.0})
+    # miswiring (sim/miswiring.py): the controller's joint i is wired to another physical
+    # joint, reversed, offset or geared wrong, in commands and in states alike
+    swap_joints: tuple[str, ...] = field(default=(), metadata={
+        "doc": "two joints of the arm swapped (CAN ids crossed): each one's commands drive the "
+               "other and its states report the other"})
+    sign_flip: tuple[str, ...] = field(default=(), metadata={
+        "doc": "joints turning the other way than the model says (a reversed axis): commands "
+               "and states negated"})
+    zero_offset: Mapping[str, float] = field(default_factory=dict, metadata={
+        "doc": "joint -> rad: the joint reports its true position plus this (a zero lost when a "
+               "motor was re-flashed); commands are offset alike"})
+    scale: Mapping[str, float] = field(default_factory=dict, metadata={
+        "doc": "joint -> k: the joint moves k times what it is commanded (a gear ratio set "
+               "wrong); its states report the motion divided by k"})
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,9 @@ class SimSettings:
     tolerances: ToleranceDefaults = ToleranceDefaults()
     arms: Mapping[str, ArmSimSettings] = field(default_factory=dict)
     faults: Mapping[str, ArmFaults] = field(default_factory=dict)
+    crossed_arms: tuple[str, ...] = field(default=(), metadata={
+        "internal": True, "doc": "sim.faults.crossed_arms: [A, B]: each arm's controller drives "
+                                 "the other arm and reports its states (a CAN naming mix-up)"})
 
     def arm(self, name: str) -> ArmSimSettings:
         return self.arms.get(name) or ArmSimSettings()
@@ -175,6 +192,41 @@ def _per_arm(raw, cls, config: ExecutorConfig, path: str) -> dict:
     return out
 
 
+def _crossed_arms(raw, config: ExecutorConfig) -> tuple[str, ...]:
+    path = "sim.faults.crossed_arms"
+    if not raw:
+        return ()
+    if not isinstance(raw, (list, tuple)) or len(raw) != 2 or len(set(raw)) != 2:
+        raise ConfigError(f"{path}: expected two different arms [A, B], got {raw!r}")
+    for arm in raw:
+        if arm not in config.arm_names:
+            raise ConfigError(f"{path}: unknown arm {arm!r}; arms: {list(config.arm_names)}")
+    a, b = (config.arm(x) for x in raw)
+    if len(a.joint_names) != len(b.joint_names):
+        raise ConfigError(f"{path}: {a.name!r} has {len(a.joint_names)} joints and {b.name!r} "
+                          f"{len(b.joint_names)}: only arms alike can be crossed")
+    return tuple(raw)
+
+
+def _check_wiring(faults: ArmFaults, config: ExecutorConfig, arm: str) -> None:
+    """The miswiring faults name joints of the arm (and a swap exactly two)."""
+    joints = config.arm(arm).joint_names
+    named = {"swap_joints": faults.swap_joints, "sign_flip": faults.sign_flip,
+             "zero_offset": tuple(faults.zero_offset), "scale": tuple(faults.scale)}
+    for key, names in named.items():
+        for j in names:
+            if j not in joints:
+                raise ConfigError(f"sim.faults.{arm}.{key}: {j!r} is not a joint of arm "
+                                  f"{arm!r}; its joints: {list(joints)}")
+    if faults.swap_joints and (len(faults.swap_joints) != 2 or
+                               faults.swap_joints[0] == faults.swap_joints[1]):
+        raise ConfigError(f"sim.faults.{arm}.swap_joints: expected two different joints, got "
+                          f"{list(faults.swap_joints)}")
+    for j, k in faults.scale.items():
+        if not k > 0:
+            raise ConfigError(f"sim.faults.{arm}.scale.{j}: expected a factor > 0, got {k}")
+
+
 def _check_bandwidths(hz_by_joint: Mapping, config: ExecutorConfig, arm: str) -> None:
     joints = config.arm(arm).joint_names
     for joint, hz in hz_by_joint.items():
@@ -207,7 +259,11 @@ def _check_physics(settings: SimSettings, config: ExecutorConfig) -> None:
 def sim_config(config: ExecutorConfig) -> SimConfig:
     """Read the scene and sim sections of an executor configuration (validated strictly)."""
     sim_raw = dict(config.extra.get("sim") or {})
-    faults = _per_arm(sim_raw.pop("faults", None) or {}, ArmFaults, config, "sim.faults")
+    faults_raw = dict(sim_raw.pop("faults", None) or {})
+    crossed = _crossed_arms(faults_raw.pop("crossed_arms", None) or (), config)
+    faults = _per_arm(faults_raw, ArmFaults, config, "sim.faults")
+    for arm, f in faults.items():
+        _check_wiring(f, config, arm)
     arms = _per_arm(sim_raw.pop("arms", None) or {}, ArmSimSettings, config, "sim.arms")
     for arm, a in arms.items():
         if isinstance(a.bandwidth_hz, Mapping):
@@ -221,6 +277,7 @@ def sim_config(config: ExecutorConfig) -> SimConfig:
             raise ConfigError(f"sim.arms.{arm}.controller: expected one of {list(CONTROLLER_KINDS)}, "
                               f"got {a.controller!r}")
     settings = from_mapping(SimSettings, sim_raw, "sim")
-    settings = SimSettings(**{**settings.__dict__, "arms": arms, "faults": faults})
+    settings = SimSettings(**{**settings.__dict__, "arms": arms, "faults": faults,
+                              "crossed_arms": crossed})
     _check_physics(settings, config)
     return SimConfig(config, scene_config(config), settings)

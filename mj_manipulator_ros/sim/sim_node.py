@@ -27,7 +27,13 @@ Per arm, an action server at the arm's configured action (default
   ``ignore_cancel``      cancels are refused and the arm keeps moving
   ``clock_offset_s``     this arm's controller clock runs this far ahead (stamps, goal reading)
   ``exit_after_s``       the simulator process exits (os._exit) this long after a goal starts
+  ``swap_joints``        two joints swapped, commands and states (configuration only)
+  ``sign_flip``          joints reversed, commands and states (configuration only)
+  ``zero_offset``        joint -> rad added to its reported position (configuration only)
+  ``scale``              joint -> k: moves k times its command (configuration only)
   =====================  ==================================================================
+
+  and ``sim.faults.crossed_arms: [A, B]``: each arm's controller drives the other arm.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from mj_manipulator_ros.sim.sim_clock import SimClock
 
 #: how often the simulator's health goes out on /diagnostics, s (system clock)
 DIAGNOSTICS_PERIOD_S = 1.0
+from mj_manipulator_ros.sim.miswiring import WIRING_FAULTS
 from mj_manipulator_ros.sim.sim_config import SimConfig
 
 
@@ -189,7 +196,12 @@ class SimNode:
         self._clock_pub.publish(Clock(clock=stamp_msg(snap.sim_time)))
 
     def set_faults(self, arm: str, **changes) -> None:
-        """Change an arm's injected faults at run time (fields of ArmFaults)."""
+        """Change an arm's injected faults at run time (fields of ArmFaults; the miswiring ones
+        are wired when the simulator starts: ValueError)."""
+        wired = sorted(set(changes) & set(WIRING_FAULTS))
+        if wired:
+            raise ValueError(f"sim faults {wired} are wired when the simulator starts: set them "
+                             f"in sim.faults.{arm} of the configuration")
         server = self.arms[arm]
         server.set_faults(dataclasses.replace(server.faults, **changes))
 
