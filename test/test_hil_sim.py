@@ -168,3 +168,26 @@ def test_ctrl_c_at_a_confirmation_prompt_after_a_stage_connected(tmp_path) -> No
     assert "interrupted" in kinds
     assert not any(e.get("stage") == 2 and "name" in e for e in events(run)), "stage 2 ran"
     assert "--- stage 2" not in "\n".join(said)
+
+
+J = "openarm_left_joint"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("faults,named", [
+    ({"left": {"zero_offset": {f"{J}2": 0.1}}}, f"left {J}2 zero offset about +0.100 rad"),
+    ({"left": {"sign_flip": [f"{J}2"]}}, f"left {J}2 sign inverted"),
+    ({"left": {"swap_joints": [f"{J}2", f"{J}4"]}}, f"left {J}2 and {J}4 swapped"),
+    ({"left": {"scale": {f"{J}4": 1.5}}}, f"left {J}4 moves 1.5"),
+    ({"crossed_arms": ["left", "right"]}, "arms crossed: left's joint states"),
+], ids=["zero_offset", "sign_flip", "swap", "scale", "crossed_arms"])
+def test_miswiring_fails_stage_1_by_name_before_anything_moves(tmp_path, faults, named) -> None:
+    said = []
+    cfg = faulted_config(tmp_path, faults)
+    code = run_hil(str(cfg), sim=True, yes=True, stage=1, force=True,
+                   reason="rehearsing a miswired arm", results=str(tmp_path / "r"),
+                   say=said.append)
+    text = "\n".join(said)
+    assert code == 1, text
+    assert "[FAIL] gravity_consistency left" in text and named in text, text
+    assert "stage 1 FAILED" in text

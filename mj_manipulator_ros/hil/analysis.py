@@ -25,22 +25,27 @@ class JointSamples:
     names: tuple[str, ...]   # (n,)
     positions: np.ndarray    # (M, n), NaN where a message did not carry the joint
     velocities: np.ndarray   # (M, n)
+    efforts: Optional[np.ndarray] = None   # (M, n), NaN where a message carried none
 
     def arm(self, joints: Sequence[str]) -> "JointSamples":
         """Only the messages that carry every one of ``joints``, only those columns, in order."""
         missing = [j for j in joints if j not in self.names]
         if missing:
             return JointSamples(np.zeros(0), np.zeros(0), tuple(joints),
-                                np.zeros((0, len(joints))), np.zeros((0, len(joints))))
+                                np.zeros((0, len(joints))), np.zeros((0, len(joints))),
+                                np.zeros((0, len(joints))))
         cols = [self.names.index(j) for j in joints]
         rows = ~np.isnan(self.positions[:, cols]).any(axis=1)
+        efforts = None if self.efforts is None else self.efforts[rows][:, cols]
         return JointSamples(self.stamps[rows], self.received[rows], tuple(joints),
-                            self.positions[rows][:, cols], self.velocities[rows][:, cols])
+                            self.positions[rows][:, cols], self.velocities[rows][:, cols],
+                            efforts)
 
     def window(self, start: float, end: float) -> "JointSamples":
         rows = (self.stamps >= start) & (self.stamps <= end)
         return JointSamples(self.stamps[rows], self.received[rows], self.names,
-                            self.positions[rows], self.velocities[rows])
+                            self.positions[rows], self.velocities[rows],
+                            None if self.efforts is None else self.efforts[rows])
 
     def __len__(self) -> int:
         return int(self.stamps.size)

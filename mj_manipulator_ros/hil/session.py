@@ -56,7 +56,8 @@ class JointStateBuffer:
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         with self._lock:
             self._rows.append((stamp, received, tuple(msg.name), list(msg.position),
-                               list(msg.velocity) or [0.0] * len(msg.name)))
+                               list(msg.velocity) or [0.0] * len(msg.name),
+                               list(msg.effort) if len(msg.effort) == len(msg.name) else None))
 
     def samples(self, since: float = -np.inf) -> JointSamples:
         with self._lock:
@@ -67,13 +68,16 @@ class JointStateBuffer:
         index = {n: k for k, n in enumerate(names)}
         pos = np.full((len(rows), len(names)), np.nan)
         vel = np.full((len(rows), len(names)), np.nan)
-        for i, (_, _, n, p, v) in enumerate(rows):
+        eff = np.full((len(rows), len(names)), np.nan)
+        for i, (_, _, n, p, v, e) in enumerate(rows):
             cols = [index[x] for x in n]
             pos[i, cols] = p
             vel[i, cols] = v
+            if e is not None:
+                eff[i, cols] = e
         order = np.argsort([r[0] for r in rows], kind="stable")
         return JointSamples(np.array([r[0] for r in rows])[order], np.array([r[1] for r in rows])[order],
-                            tuple(names), pos[order], vel[order])
+                            tuple(names), pos[order], vel[order], eff[order])
 
     def clear(self) -> None:
         with self._lock:
