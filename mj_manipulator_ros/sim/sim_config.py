@@ -97,6 +97,15 @@ class ArmSimSettings:
     bandwidth_hz: Union[float, Mapping[str, float]] = field(default=5.0, metadata={
         "doc": "torque: closed-loop bandwidth, Hz (Kp = omega^2, Kd = 2 omega), one value or "
                "joint -> Hz (joints not named: 5 Hz)"})
+    mit_kp: Optional[float] = field(default=None, metadata={
+        "doc": "mit: every joint's kp, N m/rad (the OpenArm driver's default is 20); unset: "
+               "the robot file's position servo gains", "min": 0.0})
+    mit_kd: Optional[float] = field(default=None, metadata={
+        "doc": "mit: every joint's kd, N m s/rad (the OpenArm driver's default is 2.75); "
+               "unset: the robot file's servo damping", "min": 0.0})
+    mit_feed_forward: bool = field(default=True, metadata={
+        "doc": "mit: send tau_ff from the arm's own model (gravity, inertia, friction); false: "
+               "tau_ff = 0, as the OpenArm driver does by default (no gravity compensation)"})
 
 
 @dataclass(frozen=True)
@@ -273,6 +282,11 @@ def sim_config(config: ExecutorConfig) -> SimConfig:
                               f"{a.nulling!r}")
         if isinstance(a.bandwidth_hz, float) and not a.bandwidth_hz > 0:
             raise ConfigError(f"sim.arms.{arm}.bandwidth_hz: must be > 0 Hz, got {a.bandwidth_hz}")
+        changed = [k for k in ("mit_kp", "mit_kd") if getattr(a, k) is not None] + \
+            (["mit_feed_forward"] if not a.mit_feed_forward else [])
+        if changed and a.controller != "mit":
+            raise ConfigError(f"sim.arms.{arm}: {changed} apply to controller 'mit' only; the "
+                              f"arm's controller is {a.controller!r}")
         if a.controller not in CONTROLLER_KINDS:
             raise ConfigError(f"sim.arms.{arm}.controller: expected one of {list(CONTROLLER_KINDS)}, "
                               f"got {a.controller!r}")

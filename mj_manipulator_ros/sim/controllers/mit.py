@@ -12,7 +12,9 @@ q_ref, v_ref, and a feed-forward from the arm's own model (its robot file alone)
     tau_ff = RNEA_own(p, v, a) + armature a + damping v + frictionloss tanh(v / 0.01)
 
 kp, kd default to the robot file's position servo gains of each joint (the same stiffness the
-position simulator gives it). :meth:`update` returns the command as rows
+position simulator gives it); ``sim.arms.<arm>.mit_kp`` / ``mit_kd`` set one value for every
+joint (the OpenArm driver's defaults: 20, 2.75), and ``mit_feed_forward: false`` sends
+``tau_ff = 0`` (the driver's default: no gravity compensation). :meth:`update` returns the command as rows
 ``[q_ref, v_ref, kp, kd, tau_ff]`` (5, J) for the physics owner to hand to the twin; the model
 has no actuators on these joints (``actuator_ids`` is empty).
 """
@@ -45,6 +47,11 @@ class MitController(FollowingController):
         super().__init__(binding.joint_names, hold, faults)
         joints = scene.twin[binding.name]
         self.kp, self.kd = joints.kp.copy(), joints.kv.copy()
+        if settings.mit_kp is not None:
+            self.kp[:] = settings.mit_kp
+        if settings.mit_kd is not None:
+            self.kd[:] = settings.mit_kd
+        self.feed_forward = settings.mit_feed_forward
         missing = [j for j, k in zip(binding.joint_names, self.kp) if not k > 0]
         if missing:
             raise ConfigError(f"arm {binding.name!r}: joint(s) {missing} have no position servo "
@@ -61,6 +68,7 @@ class MitController(FollowingController):
         own = self.own
         cmd = self.command
         cmd[0], cmd[1] = p, v
-        cmd[4] = (own.inverse_dynamics(p, v, a) + own.armature * a + own.damping * v
-                  + own.frictionloss * np.tanh(v / FRICTION_VELOCITY))
+        if self.feed_forward:
+            cmd[4] = (own.inverse_dynamics(p, v, a) + own.armature * a + own.damping * v
+                      + own.frictionloss * np.tanh(v / FRICTION_VELOCITY))
         return cmd
