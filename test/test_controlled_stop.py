@@ -45,6 +45,19 @@ def run_scenario(scenario: str, out: Path) -> tuple[ExecutionReport, dict, np.nd
     return report, extra, data["t"], {a: data[a] for a in data.files if a != "t"}
 
 
+def assert_recording_clear(report: ExecutionReport) -> None:
+    """The run's recording (its bag) replays collision-free in the scene."""
+    from mj_manipulator_ros.check.preflight import scene_checker
+    from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
+    from mj_manipulator_ros.model.limits import load_config_with_model
+
+    config = load_config_with_model(config_file("sim_openarm.yaml"))
+    timeline = timeline_from_recording(load_recording(Path(report.record_path)),
+                                       {a.name: a.joint_names for a in config.arms})
+    replay = scene_checker(config).check(None, mode="recorded", timeline=timeline)
+    assert replay.collision_free, replay.summary()
+
+
 def _limits(cfg, plan) -> dict:
     """Per arm (plan joint order): velocity limit and the acceleration bound (config's
     acceleration limit, else execution.stop_acceleration)."""
@@ -118,15 +131,7 @@ def test_a_controlled_stop_from_full_speed_ends_both_arms_on_one_plan_time(tmp_p
         p, _, _ = sample(plan[arm], ts)
         assert abs(travel - np.abs(np.diff(p, axis=0)).sum(axis=0).max()) < 1e-3
     # 4. the recording replays collision-free in the scene
-    from mj_manipulator_ros.check.preflight import scene_checker
-    from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
-    from mj_manipulator_ros.model.limits import load_config_with_model
-
-    config = load_config_with_model(config_file("sim_openarm.yaml"))
-    timeline = timeline_from_recording(load_recording(Path(report.record_path)),
-                                       {a.name: a.joint_names for a in config.arms})
-    replay = scene_checker(config).check(None, mode="recorded", timeline=timeline)
-    assert replay.collision_free, replay.summary()
+    assert_recording_clear(report)
     print(f"controlled stop at plan time {record.plan_time_requested:.3f} s: rest at "
           f"{record.plan_time_end:.3f} s, {record.stop_time_s:.3f} s after the request "
           f"(ramp {record.ramp_s:.3f} s, computed in {record.computed_s * 1e3:.0f} ms); rest skew "
@@ -202,15 +207,7 @@ def test_an_aborted_arm_holds_while_its_peer_stops_along_the_plan(tmp_path) -> N
     # plan time (the left goal ran ABORT_AT_S of the plan)
     band = failure_band(plan, cfg.executor.with_execution(start_lead_s=START_LEAD_S))
     assert record.plan_time_end - ABORT_AT_S <= band.controlled_s, (record, band)
-    from mj_manipulator_ros.check.preflight import scene_checker
-    from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
-    from mj_manipulator_ros.model.limits import load_config_with_model
-
-    config = load_config_with_model(config_file("sim_openarm.yaml"))
-    timeline = timeline_from_recording(load_recording(Path(report.record_path)),
-                                       {a.name: a.joint_names for a in config.arms})
-    replay = scene_checker(config).check(None, mode="recorded", timeline=timeline)
-    assert replay.collision_free, replay.summary()
+    assert_recording_clear(report)
     print(f"left aborted at plan time {ABORT_AT_S:.3f} s; right at rest at plan time "
           f"{record.plan_time_end:.3f} s ({(record.plan_time_end - ABORT_AT_S) * 1e3:.0f} ms "
           f"further; the gate's band allows {band.controlled_s * 1e3:.0f} ms), "
