@@ -164,3 +164,31 @@ def test_healthy_arms_in_random_poses_raise_no_residual() -> None:
             worst = max(worst, GravityModel(shared.scene, arm).residual(
                 snap.positions, snap.efforts).worst)
     assert worst <= THRESHOLD, worst
+
+
+def test_a_force_limit_below_the_load_lets_the_joint_sag_to_it() -> None:
+    """Left joint 1 limited to 3 N m where holding the start pose needs 6.6: the arm sags
+    until its gravity load there is the limit; the joint's effort never exceeds it."""
+    limit = 3.0
+    base = config("position")
+    joint = base.executor.arm("left").joint_names[0]
+    shared = SharedModel.from_config(config("position", {"left": {"force_limit": {joint: limit}}}))
+    start = physical(shared, "left")
+    gravity = GravityModel(shared.scene, "left")
+    assert abs(gravity.expected(start)[0]) > 2 * limit
+    settle(shared, 3.0)
+    snap = shared.snapshot().arms["left"]
+    assert abs(physical(shared, "left")[0] - start[0]) > 0.1            # it sagged
+    assert abs(snap.efforts[0]) <= limit + 1e-6
+    assert abs(gravity.expected(snap.positions)[0]) == pytest.approx(limit, abs=0.1)
+
+
+def test_a_force_limit_is_refused_under_cosim() -> None:
+    import yaml
+
+    from mj_manipulator_ros.core.config import config_from_mapping
+
+    data = yaml.safe_load(config_file("sim_openarm_twin.yaml").read_text())
+    data["sim"]["faults"] = {"left": {"force_limit": {"openarm_left_joint1": 3.0}}}
+    with pytest.raises(ConfigError, match="not under sim.physics cosim"):
+        sim_config(config_from_mapping(data, "t"))

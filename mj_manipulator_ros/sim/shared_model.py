@@ -82,6 +82,11 @@ class SharedModel:
         self.control_period = 1.0 / settings.control_rate_hz
         self.steps_per_cycle = max(1, int(round(self.control_period / self.model.opt.timestep)))
         self.real_time_factor = settings.real_time_factor
+        for name, arm in scene.arms.items():   # sim.faults.<arm>.force_limit
+            for joint, limit in (settings.faults.get(name) or ArmFaults()).force_limit.items():
+                jid = arm.joint_ids[list(arm.joint_names).index(joint)]
+                self.model.jnt_actfrclimited[jid] = 1
+                self.model.jnt_actfrcrange[jid] = (-limit, limit)
         self.controllers: dict[str, SimulatedController] = {}
         # miswiring faults (sim/miswiring.py): which arm's joints each controller is wired to,
         # and how (None: straight through, the fast path)

@@ -67,6 +67,9 @@ class ArmFaults:
     scale: Mapping[str, float] = field(default_factory=dict, metadata={
         "doc": "joint -> k: the joint moves k times what it is commanded (a gear ratio set "
                "wrong); its states report the motion divided by k"})
+    force_limit: Mapping[str, float] = field(default_factory=dict, metadata={
+        "doc": "joint -> N m: the joint's actuators together apply at most this (a torque "
+               "limit set too low to hold the arm); not under sim.physics cosim"})
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,8 @@ def _check_wiring(faults: ArmFaults, config: ExecutorConfig, arm: str) -> None:
     """The miswiring faults name joints of the arm (and a swap exactly two)."""
     joints = config.arm(arm).joint_names
     named = {"swap_joints": faults.swap_joints, "sign_flip": faults.sign_flip,
-             "zero_offset": tuple(faults.zero_offset), "scale": tuple(faults.scale)}
+             "zero_offset": tuple(faults.zero_offset), "scale": tuple(faults.scale),
+             "force_limit": tuple(faults.force_limit)}
     for key, names in named.items():
         for j in names:
             if j not in joints:
@@ -234,6 +238,9 @@ def _check_wiring(faults: ArmFaults, config: ExecutorConfig, arm: str) -> None:
     for j, k in faults.scale.items():
         if not k > 0:
             raise ConfigError(f"sim.faults.{arm}.scale.{j}: expected a factor > 0, got {k}")
+    for j, n in faults.force_limit.items():
+        if not n >= 0:
+            raise ConfigError(f"sim.faults.{arm}.force_limit.{j}: expected N m >= 0, got {n}")
 
 
 def _check_bandwidths(hz_by_joint: Mapping, config: ExecutorConfig, arm: str) -> None:
@@ -293,5 +300,10 @@ def sim_config(config: ExecutorConfig) -> SimConfig:
     settings = from_mapping(SimSettings, sim_raw, "sim")
     settings = SimSettings(**{**settings.__dict__, "arms": arms, "faults": faults,
                               "crossed_arms": crossed})
+    limited = [a for a, f in faults.items() if f.force_limit]
+    if limited and settings.physics == "cosim":
+        raise ConfigError(f"sim.faults.{limited[0]}.force_limit: not under sim.physics cosim (the "
+                          "actuator twin's torque limits are the robot file's); use "
+                          "sim.physics mujoco")
     _check_physics(settings, config)
     return SimConfig(config, scene_config(config), settings)
