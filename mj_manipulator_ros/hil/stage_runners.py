@@ -316,18 +316,19 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
             if stopped:
                 record = report.stops[0]
                 s = samples.arm(joints)
+                # from the ramp's stamp, the time both the goals and the joint states are
+                # on (the request's own time is this process's reading of the clock)
                 settle = p["settle_rad"]
-                measured_time = A.settle_time(s, record.requested_at, settle)
+                measured_time = A.settle_time(s, record.stamp, settle)
                 predicted_time = A.predicted_settle_time(
-                    plan[arm], record.requested_at, record.plan_time_requested, record.stamp,
+                    plan[arm], record.stamp, record.plan_time_stamp, record.stamp,
                     record.plan_time_stamp, record.ramp_s, settle)
                 time_error = abs(measured_time - predicted_time)
                 rest, _, _ = sample(plan[arm], [record.plan_time_end])
                 distance_error = float(np.max(np.abs(s.positions[-1] - rest[0]))) \
                     if len(s) else None
-                time_detail = (f"measured {measured_time:.3f} s, predicted {predicted_time:.3f} s "
-                               f"(start lead {record.stamp - record.requested_at:.3f} s, ramp "
-                               f"{record.ramp_s:.3f} s)")
+                time_detail = (f"from the ramp's stamp: measured {measured_time:.3f} s, predicted "
+                               f"{predicted_time:.3f} s (ramp {record.ramp_s:.3f} s)")
                 travel_detail = (f"at rest at plan time {record.plan_time_end:.3f} s; travel "
                                  f"measured {A.travel_after(s, record.requested_at):.4f}, "
                                  f"predicted {record.travel[arm]:.4f} (from where the reference "
