@@ -155,6 +155,7 @@ class ArmRun:
     #: succeeds leaves it at rest waiting for a "resume" goal (or the end)
     goal_kind: str = "plan"
     paused: bool = False             # at rest after a pause goal, waiting
+    _feedback_failed: bool = False   # on_feedback raised: not called again
     _end_requested: bool = False
     #: every goal sent, with its send time on the controllers' clock (s): for the records
     sent: list = field(default_factory=list)
@@ -449,10 +450,20 @@ class ArmRun:
             self.scope.fail(failure)
 
     def _feedback(self, msg) -> None:
+        """Feedback (in this arm's thread, inside its executor's spin). The caller's handler
+        raising fails the scope here, as any exception in an arm does, and is not called
+        again: an exception escaping the spin could leave before the goal's acceptance is
+        known, and an accepted goal would then never be canceled."""
         if self._watch is not None:
             self._watch.feedback(time.monotonic())
-        if self.on_feedback is not None:
-            self.on_feedback(self.name, msg.feedback)
+        if self.on_feedback is not None and not self._feedback_failed:
+            try:
+                self.on_feedback(self.name, msg.feedback)
+            except Exception as exc:  # noqa: BLE001 - any exception in an arm stops every arm
+                self._feedback_failed = True
+                text = f"{type(exc).__name__}: {exc}"
+                self._set(error_string=text)
+                self._fail(FailureReason.EXCEPTION, text)
 
     def report(self) -> ArmReport:
         return self.out
