@@ -32,7 +32,7 @@ import numpy as np
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError, RampLimitError
 from mj_manipulator_ros.core.plan import MultiArmPlan
-from mj_manipulator_ros.core.time_scaling import joint_bounds, plan_ramp
+from mj_manipulator_ros.core.time_scaling import config_bounds, stop_after_lead
 
 #: default spacing of the failure times the stop is computed for, s of plan time
 EVERY_S = 0.05
@@ -91,14 +91,11 @@ def rest_times(plan: MultiArmPlan, config: ExecutorConfig, requests: np.ndarray,
     executor computes. Returns (K,) plan times, s; NaN where no stop within the limits exists
     (the executor then cancels every arm)."""
     lead = config.execution.start_lead_s
-    limits = {a: {j: (lim.velocity, lim.acceleration)
-                  for j, lim in config.arm(a).joint_limits.items()} for a in plan.arm_names}
-    bounds = joint_bounds(plan, limits, config.execution.stop_acceleration)
+    bounds = config_bounds(plan, config)
     out = np.empty(len(requests))
     for k, s in enumerate(requests):
-        s0 = min(float(s) + lead * speed, plan.duration)
         try:
-            out[k] = plan_ramp(plan, s0, speed, 0.0, bounds).end_plan_time
+            out[k] = stop_after_lead(plan, bounds, s, lead, speed)[1].end_plan_time
         except RampLimitError:
             out[k] = np.nan   # no stop within the limits from there: the executor cancels
     return out

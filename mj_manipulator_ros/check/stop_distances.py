@@ -22,7 +22,7 @@ import numpy as np
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
-from mj_manipulator_ros.core.time_scaling import joint_bounds, plan_ramp
+from mj_manipulator_ros.core.time_scaling import config_bounds, stop_after_lead
 
 #: plan-time spacing of the path samples the travel is summed over, s
 SPACING_S = 0.002
@@ -96,17 +96,14 @@ def stop_profile(plan: MultiArmPlan, config: ExecutorConfig, scene, every: float
         requests: instead of every ``every`` s, these request plan times (s).
     """
     lead = config.execution.start_lead_s
-    limits = {a: {j: (lim.velocity, lim.acceleration)
-                  for j, lim in config.arm(a).joint_limits.items()} for a in plan.arm_names}
-    bounds = joint_bounds(plan, limits, config.execution.stop_acceleration)
+    bounds = config_bounds(plan, config)
     grid = np.arange(0.0, plan.duration + SPACING_S / 2, SPACING_S)
     joints_cum, hand_cum, hand = _cumulative_paths(plan, scene, grid)
     requests = np.arange(0.0, plan.duration, every) if requests is None else \
         np.asarray(requests, dtype=float)
     rest, stop_time = np.empty(requests.size), np.empty(requests.size)
     for k, s in enumerate(requests):
-        s0 = min(s + lead * speed, plan.duration)
-        ramp = plan_ramp(plan, s0, speed, 0.0, bounds)
+        s0, ramp = stop_after_lead(plan, bounds, s, lead, speed)
         rest[k] = ramp.end_plan_time
         stop_time[k] = (s0 - s) / speed + ramp.duration
     joint_travel = {a: _between(c, grid, requests, rest).max(axis=1) for a, c in joints_cum.items()}

@@ -174,6 +174,24 @@ def _with_derivatives(c: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate([c, vel, acc], axis=2))
 
 
+def nearest_plan_time(traj: ArmTrajectory, q: np.ndarray, start: float, end: float,
+                      step: float = 0.001, near: float | None = None,
+                      tie: float = 0.0) -> tuple[float, float]:
+    """The plan time in [start, end] (sampled every ``step`` s) whose pose is nearest ``q`` (J,)
+    by the max-norm over the joints, and that distance. With ``near``: of the times whose
+    distance is within ``tie`` of the nearest (where the plan barely moves, plan time is
+    ambiguous), the one closest to ``near``."""
+    ts = np.arange(start, end + step / 2, step)
+    positions, _, _ = sample(traj, ts)
+    dist = np.max(np.abs(positions - np.asarray(q, dtype=float)), axis=1)
+    if near is None:
+        i = int(np.argmin(dist))
+    else:
+        candidates = np.flatnonzero(dist <= dist.min() + tie)
+        i = int(candidates[np.argmin(np.abs(ts[candidates] - near))])
+    return float(ts[i]), float(dist[i])
+
+
 def rest_to_rest(q0: np.ndarray, q1: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A quintic rest-to-rest move from q0 to q1 (J,) over ``times`` (N,), from times[0] to
     times[-1]. Returns positions and velocities, each (N, J); peak speed is 1.875 |q1 - q0| /

@@ -35,7 +35,7 @@ from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import StopRecord
 from mj_manipulator_ros.core.sync import StartStamp
 from mj_manipulator_ros.core.time_scaling import (
-    JointBounds, Ramp, RunningGoal, joint_bounds, plan_ramp)
+    JointBounds, Ramp, RunningGoal, config_bounds, plan_ramp)
 
 #: a change's goals begin this long before it is asked for (beyond the largest clock offset
 #: the start check allows): every controller picks them up after their first point and joins
@@ -76,10 +76,7 @@ class PlanSpeed:
 
     # ---- the executor's bookkeeping -----------------------------------------------------------
     def begin(self, plan: MultiArmPlan, runs, clock, scope, stamp_s: float) -> None:
-        limits = {a: {j: (lim.velocity, lim.acceleration)
-                      for j, lim in self.config.arm(a).joint_limits.items()}
-                  for a in plan.arm_names}
-        bounds = joint_bounds(plan, limits, self.config.execution.stop_acceleration)
+        bounds = config_bounds(plan, self.config)
         with self._lock:
             self._running = (plan, runs, clock, scope)
             self._bounds = bounds

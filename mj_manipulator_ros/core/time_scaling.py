@@ -399,3 +399,24 @@ def joint_bounds(plan: MultiArmPlan, limits: Mapping[str, Mapping[str, tuple]],
             acc.append(default_acceleration if a is None else float(a))
         out[arm] = JointBounds(traj.joint_names, np.array(vel), np.array(acc))
     return out
+
+
+def config_bounds(plan: MultiArmPlan, config) -> dict[str, JointBounds]:
+    """:func:`joint_bounds` from an :class:`~mj_manipulator_ros.core.config.ExecutorConfig`:
+    its arms' limits, ``execution.stop_acceleration`` where a joint has none."""
+    limits = {a: {j: (lim.velocity, lim.acceleration)
+                  for j, lim in config.arm(a).joint_limits.items()} for a in plan.arm_names}
+    return joint_bounds(plan, limits, config.execution.stop_acceleration)
+
+
+def stop_after_lead(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], request: float,
+                    lead: float, speed: float) -> tuple[float, "Ramp"]:
+    """A controlled stop asked at plan time ``request`` with the plan at ``speed``: the arms
+    keep the plan for ``lead`` s, then ramp to rest. Returns (plan time where the ramp starts,
+    the ramp).
+
+    Raises:
+        RampLimitError: no stop within the bounds from there.
+    """
+    s0 = min(float(request) + lead * speed, plan.duration)
+    return s0, plan_ramp(plan, s0, speed, 0.0, bounds)

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.interpolation import nearest_plan_time, sample
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.time_scaling import TimeScaling
 
@@ -169,9 +169,7 @@ def progress_at_rest(samples: JointSamples, traj: ArmTrajectory, step: float = 0
     plan sampled every ``step`` s), s: where along a one-way motion the arm came to rest."""
     if len(samples) == 0:
         return float("nan")
-    ts = np.arange(0.0, traj.duration + step / 2, step)
-    q, _, _ = sample(traj, ts)
-    return float(ts[int(np.argmin(np.max(np.abs(q - samples.positions[-1]), axis=1)))])
+    return nearest_plan_time(traj, samples.positions[-1], 0.0, traj.duration, step)[0]
 
 
 def settle_time(samples: JointSamples, after: float, tolerance: float) -> float:
@@ -186,16 +184,13 @@ def settle_time(samples: JointSamples, after: float, tolerance: float) -> float:
     return float(s.stamps[away[-1] + 1] - after) if away[-1] + 1 < len(s) else float("inf")
 
 
-def predicted_settle_time(traj: ArmTrajectory, requested_at: float, plan_time_requested: float,
-                          stamp: float, plan_time_stamp: float, ramp_s: float,
-                          tolerance: float, step: float = 0.001) -> float:
-    """From a controlled stop's record (times on the controllers' clock, plan times in s): what
-    :func:`settle_time` measures on the arm, predicted on the *reference* the stop sends (the
-    plan at full rate until ``stamp``, then the ramp to rest over ``ramp_s``)."""
-    t = np.arange(requested_at, stamp + ramp_s + step, step)
-    advanced, _, _ = TimeScaling.ramp(1.0, 0.0, ramp_s).at(np.maximum(t - stamp, 0.0))
-    plan_time = np.where(t < stamp, plan_time_requested + (t - requested_at),
-                         plan_time_stamp + advanced)
-    q, _, _ = sample(traj, np.clip(plan_time, 0.0, traj.duration))
+def predicted_settle_time(traj: ArmTrajectory, stamp: float, plan_time_stamp: float,
+                          ramp_s: float, tolerance: float, step: float = 0.001) -> float:
+    """From a controlled stop's record (its ramp starting at ``stamp``, the controllers' clock,
+    at plan time ``plan_time_stamp``, lasting ``ramp_s``): what :func:`settle_time` measures on
+    the arm from ``stamp``, predicted on the *reference* the stop sends."""
+    t = np.arange(stamp, stamp + ramp_s + step, step)
+    advanced, _, _ = TimeScaling.ramp(1.0, 0.0, ramp_s).at(t - stamp)
+    q, _, _ = sample(traj, np.clip(plan_time_stamp + advanced, 0.0, traj.duration))
     away = np.flatnonzero(np.max(np.abs(q - q[-1]), axis=1) > tolerance)
-    return 0.0 if away.size == 0 else float(t[away[-1]] + step - requested_at)
+    return 0.0 if away.size == 0 else float(t[away[-1]] + step - stamp)

@@ -502,15 +502,7 @@ class MultiArmExecutor:
         """After the last result, keep the joint states coming into ``meter`` until every
         stopped arm has been still for ``STOP_SETTLE_S`` (at most ``STOP_OBSERVE_S`` of wall
         time): the report's measured stop then covers the arm's run-on past its result."""
-        requests = {}
-        stop = next((r for r in reversed(self.speed.stops) if r.kind == "stop"), None)
-        for arm, run in runs.items():
-            out = run.out
-            at = (stop.requested_at if out.stop is StopKind.CONTROLLED and stop is not None
-                  else out.cancel_requested_at if out.stop is StopKind.CANCEL
-                  else out.result_at if out.status is ArmStatus.ABORTED else None)
-            if at is not None:
-                requests[arm] = at
+        requests = _stop_requests({a: r.out for a, r in runs.items()}, self.speed.stops)
         if not requests or self.monitor.listener is None:
             return
         # every goal has ended: the watch has nothing left to judge; only the meter listens
@@ -709,23 +701,30 @@ def _not_sent(plan: MultiArmPlan, scope: CancelScope) -> ExecutionReport:
     return ExecutionReport(_overall(reports, scope.failure), None, scope.failure, reports)
 
 
-def _with_stop_figures(reports: Mapping[str, ArmReport], meter: StopMeter,
-                       stops: Sequence[StopRecord]) -> dict[str, ArmReport]:
-    """Each stopped arm's report with its stop measured on its joint states: from the
-    controlled stop's request, its cancel request, or (an arm whose controller aborted its goal
-    and holds it) its result."""
+def _stop_requests(reports: Mapping[str, ArmReport],
+                   stops: Sequence[StopRecord]) -> dict[str, float]:
+    """Each stopped arm's stop request time (controllers' clock): the controlled stop's
+    request, its cancel request, or (an arm whose controller aborted its goal and holds it) its
+    result."""
     controlled = next((r for r in reversed(stops) if r.kind == "stop"), None)
     out = {}
     for arm, r in reports.items():
-        if r.stop is StopKind.CONTROLLED and controlled is not None:
-            at = controlled.requested_at
-        elif r.stop is StopKind.CANCEL:
-            at = r.cancel_requested_at
-        elif r.status is ArmStatus.ABORTED:   # its controller ended the goal and holds it
-            at = r.result_at
-        else:
-            at = None
-        f = meter.figures(arm, at)
+        at = (controlled.requested_at if r.stop is StopKind.CONTROLLED and controlled is not None
+              else r.cancel_requested_at if r.stop is StopKind.CANCEL
+              else r.result_at if r.status is ArmStatus.ABORTED else None)
+        if at is not None:
+            out[arm] = at
+    return out
+
+
+def _with_stop_figures(reports: Mapping[str, ArmReport], meter: StopMeter,
+                       stops: Sequence[StopRecord]) -> dict[str, ArmReport]:
+    """Each stopped arm's report with its stop measured on its joint states
+    (:func:`_stop_requests`)."""
+    requests = _stop_requests(reports, stops)
+    out = {}
+    for arm, r in reports.items():
+        f = meter.figures(arm, requests.get(arm))
         out[arm] = r if f is None else dataclasses.replace(
             r, stop_travel=f.travel, stop_time_s=f.time_s, stop_observed_s=f.observed_s)
     return out

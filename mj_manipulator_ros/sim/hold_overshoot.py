@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from mj_manipulator_ros.core.execution_watch import MIN_SPEED
-from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.interpolation import nearest_plan_time, sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
 from mj_manipulator_ros.sim.shared_model import SharedModel
@@ -147,20 +147,15 @@ def measure_hold(config: SimConfig, plan: MultiArmPlan, requests: Sequence[float
         _step_until(shared, stamp + s + SETTLE_S)
         at_rest = _positions(shared, plan)
         for arm, traj in plan.arms.items():
-            ts = np.arange(max(s - SETTLE_S, 0.0), min(s + SETTLE_S, plan.duration) + STEP_S / 2,
-                           STEP_S)
-            q, _, _ = sample(traj, ts)
+            travel[arm][k] = float(np.max(np.abs(at_rest[arm] - at_cancel[arm])))
             _, v, _ = sample(traj, [s])
             if np.linalg.norm(v[0]) < MIN_SPEED:
                 run_on[arm][k] = residual[arm][k] = np.nan   # standing: nothing runs on
-                travel[arm][k] = float(np.max(np.abs(at_rest[arm] - at_cancel[arm])))
                 continue
-            dist = np.max(np.abs(q - at_rest[arm]), axis=1)
-            near = np.flatnonzero(dist <= dist.min() + TIE)   # where the plan barely moves,
-            i = int(near[np.argmin(np.abs(ts[near] - s))])     # the nearest to the request
-            run_on[arm][k] = ts[i] - s
-            residual[arm][k] = dist[i]
-            travel[arm][k] = float(np.max(np.abs(at_rest[arm] - at_cancel[arm])))
+            rest_time, residual[arm][k] = nearest_plan_time(
+                traj, at_rest[arm], max(s - SETTLE_S, 0.0), min(s + SETTLE_S, plan.duration),
+                STEP_S, near=s, tie=TIE)
+            run_on[arm][k] = rest_time - s
     kinds = {a: config.sim.arm(a).controller for a in plan.arm_names}
     return HoldOvershoot(kinds, requests, run_on, travel, residual)
 

@@ -105,6 +105,8 @@ class SharedModel:
                 raise ConfigError(f"sim.faults.{name}: miswiring faults with a torque controller "
                                   "need sim.arms.<arm>.nulling: disable (the nulled servos "
                                   "are not rewired)")
+        # per arm, what its joint states read: (name, the joints it is wired to, its wiring)
+        self._views = [(n, scene.arms[self.physical[n]], self.wirings[n]) for n in scene.arms]
         # per arm: controller, qpos / qvel / ctrl indices of the joints it is wired to (a slice
         # where contiguous: cheaper), its wiring, its kind
         self._wiring = []
@@ -152,11 +154,9 @@ class SharedModel:
     def _snapshot_locked(self) -> Snapshot:
         d = self.data
         arms = {}
-        for name in self.scene.arms:
-            a = self.scene.arms[self.physical[name]]
+        for name, a, wiring in self._views:
             q, qd, e = d.qpos[a.qpos_adr].copy(), d.qvel[a.dof_adr].copy(), \
                 d.qfrc_actuator[a.dof_adr].copy()
-            wiring = self.wirings[name]
             arms[name] = ArmState(*(wiring.report(q, qd, e) if wiring is not None else (q, qd, e)))
         return Snapshot(float(d.time), self._clock(float(d.time)), arms)
 
