@@ -91,7 +91,9 @@ def test_arm_ignoring_cancel_fails_stage_3(tmp_path) -> None:
 @pytest.mark.slow
 def test_acceptance_delayed_past_the_stamp_fails_stage_5(tmp_path) -> None:
     said = []
-    cfg = faulted_config(tmp_path, {"right": {"accept_delay_s": 0.4}})  # lead is 0.25 s
+    # the delay is on the controller's (sim) clock; the lead there is 0.25 s x the rehearsal's
+    # 2x factor (session.py): 0.8 s is 1.6 leads late, as 0.4 s was against the unscaled lead
+    cfg = faulted_config(tmp_path, {"right": {"accept_delay_s": 0.8}})
     code = run_hil(str(cfg), sim=True, yes=True, stage=5, force=True,
                    reason="rehearsing a slow controller", results=str(tmp_path / "r"),
                    say=said.append)

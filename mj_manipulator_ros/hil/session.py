@@ -102,7 +102,13 @@ class HilSession:
             sc = dataclasses.replace(sc, sim=dataclasses.replace(
                 sc.sim, use_sim_time=True, real_time_factor=real_time_factor))
             self.sim_node = SimNode(sc, context=self.ros.context).start()
-            config = config.with_execution(use_sim_time=True)
+            # The start lead is waited on the controllers' clock but covers wall-clock work
+            # (sending a goal, its acceptance: 124-155 ms for a 1,401-point goal in this
+            # process). Sim time running real_time_factor x faster would leave that work
+            # 1/factor of the lead the robot gets: the rehearsal gets the same wall time.
+            config = config.with_execution(
+                use_sim_time=True,
+                start_lead_s=config.execution.start_lead_s * max(real_time_factor, 1.0))
         # bring-up measures the cancel path (stages 3 and 6): a failed arm's peers are canceled
         config = config.with_execution(cancel_peers_on_failure=True)
         self.config = config
