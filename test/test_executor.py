@@ -306,3 +306,32 @@ def test_close_stops_a_running_execution_first(ros, scripted) -> None:
         assert report.arms[arm].status is ArmStatus.CANCELED and report.arms[arm].stop_confirmed
     with pytest.raises(ExecutionRefusedError, match="closed"):
         ex.execute(make_plan())
+
+
+def test_a_raising_feedback_handler_fails_the_scope_inside_the_callback(ros) -> None:
+    """Deterministic half of the race above: feedback can be processed before the goal's
+    acceptance; a handler raising there must not escape the arm's spin (the arm's thread would
+    leave before knowing its goal handle, and an accepted goal would never be canceled). It
+    fails the scope with the exception, and is not called again."""
+    from control_msgs.action import FollowJointTrajectory
+
+    from mj_manipulator_ros.core.sync import CancelScope, StartGate
+    from mj_manipulator_ros.ros.arm_client import ArmRun
+
+    calls = []
+
+    def boom(arm, _fb):
+        calls.append(arm)
+        raise RuntimeError("feedback handler broke")
+    config = make_config()
+    plan = make_plan()
+    with MultiArmExecutor(config, context=ros.context) as ex:
+        scope = CancelScope()
+        run = ArmRun(ex.channels["left"], plan["left"], scope, StartGate(["left"], scope),
+                     config.execution, ex.now, plan.duration, boom)
+        message = FollowJointTrajectory.Impl.FeedbackMessage()
+        run._feedback(message)          # raised out of the spin before this fix
+        run._feedback(message)
+    assert calls == ["left"]
+    assert scope.canceled and scope.failure.reason is FailureReason.EXCEPTION
+    assert "feedback handler broke" in scope.failure.error_string
