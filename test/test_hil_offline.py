@@ -131,7 +131,7 @@ def test_stage_0_fails_for_a_joint_missing_from_the_model(tmp_path) -> None:
 def test_a_check_that_measured_nothing_blocks_its_stage() -> None:
     """No measurement is never a pass: None or NaN is not_measured and blocks the stage; a check
     that does not apply carries the measurement that says so."""
-    from mj_manipulator_ros.hil.stage_runners import CheckStatus, check, not_applicable
+    from mj_manipulator_ros.hil.check_result import CheckStatus, check, not_applicable
 
     p = load_protocol()
     st = p.by_id("synchronized")
@@ -151,7 +151,8 @@ def test_soak_never_turns_nothing_measured_into_a_pass(monkeypatch, inner) -> No
     """The soak stage aggregates the full-speed stage's checks over its runs: one run whose
     start skew was not measured (NaN or None) makes the aggregate not_measured (regression:
     max(worst, nan) recorded 'start_skew 0.0 passed'; None raised TypeError)."""
-    from mj_manipulator_ros.hil import stage_runners as R
+    from mj_manipulator_ros.hil import check_result as C
+    from mj_manipulator_ros.hil import runners as R
 
     protocol = load_protocol()
     soak = next(s for s in protocol.stages if s.runner_name == "soak")
@@ -161,19 +162,19 @@ def test_soak_never_turns_nothing_measured_into_a_pass(monkeypatch, inner) -> No
     def one_run(session, stage, protocol_):
         calls.append(stage.number)
         skew = 0.004 if len(calls) % 2 else inner   # every other run: not measured
-        return [R.check(stage, "start_skew", "plan", skew),
-                R.check(stage, "tracking_error", "plan", 0.01)]
+        return [C.check(stage, "start_skew", "plan", skew),
+                C.check(stage, "tracking_error", "plan", 0.01)]
     monkeypatch.setitem(R.RUNNERS, repeated.runner_name, one_run)
-    results = {r.name: r for r in R.soak(None, soak, protocol)}
+    results = {r.name: r for r in R.RUNNERS["soak"](None, soak, protocol)}
     assert len(calls) == int(soak.params["runs"])
-    assert results["start_skew"].status is R.CheckStatus.NOT_MEASURED
+    assert results["start_skew"].status is C.CheckStatus.NOT_MEASURED
     assert results["start_skew"].measured is None
-    assert results["tracking_error"].status is R.CheckStatus.PASSED
+    assert results["tracking_error"].status is C.CheckStatus.PASSED
     assert results["tracking_error"].measured == 0.01
 
 
 def test_worst_of_measurements() -> None:
-    from mj_manipulator_ros.hil.stage_runners import worst
+    from mj_manipulator_ros.hil.check_result import worst
 
     assert worst([0.1, 0.3, 0.2]) == 0.3
     assert worst([0.1, float("nan")]) is None and worst([None, 0.1]) is None

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from mj_manipulator_ros.core.errors import MjManipulatorError
-from mj_manipulator_ros.hil import stage_runners
+from mj_manipulator_ros.hil import runners
 from mj_manipulator_ros.hil.records import GateState, RunRecord, fingerprint
 from mj_manipulator_ros.hil.stages import load_protocol, render_checklist, stages_file
 from mj_manipulator_ros.model.limits import load_config_with_model
@@ -99,8 +99,8 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                 code = EXIT_NOT_RUN
                 break
             say(f"--- stage {number}: {st.name}")
-            if st.runner_name in stage_runners.OFFLINE_RUNNERS:
-                results_ = stage_runners.OFFLINE_RUNNERS[st.runner_name](config, st, protocol)
+            if st.runner_name in runners.OFFLINE_RUNNERS:
+                results_ = runners.OFFLINE_RUNNERS[st.runner_name](config, st, protocol)
             else:
                 if session is None:
                     from mj_manipulator_ros.hil.session import HilSession
@@ -111,7 +111,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                     if not session.wait_for_joint_states(timeout=config.execution.server_wait_s):
                         say("hil: no /joint_states for every arm; is the robot (or --sim) up?")
                 session.stage = number
-                results_ = stage_runners.RUNNERS[st.runner_name](session, st, protocol)
+                results_ = runners.RUNNERS[st.runner_name](session, st, protocol)
             for r in results_:
                 record.check(r)
                 mark = {"passed": "pass", "failed": "FAIL", "not_measured": "NOT MEASURED",

@@ -1,0 +1,40 @@
+"""Stage 2: each arm alone, a small out-and-back motion at low speed, repeatedly."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mj_manipulator_ros.hil import analysis as A
+from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detail, worst
+from mj_manipulator_ros.hil.motions import out_and_back
+from mj_manipulator_ros.hil.stages import Protocol, Stage
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the session imports rclpy
+    from mj_manipulator_ros.hil.session import HilSession
+
+
+def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    p = stage.params
+    out = []
+    for arm in session.config.arm_names:
+        start = session.pose(arm)
+        plan = out_and_back(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])
+        clean, tracks, returns, detail = 0, [], [], ""
+        for run in range(int(p["runs"])):
+            report, samples = session.run(plan)
+            s = samples.arm(session.config.arm(arm).joint_names)
+            track = A.tracking_error(s, plan[arm], report.start_stamp) if report.start_stamp else np.inf
+            back = float(np.max(np.abs(session.pose(arm) - start)))
+            tracks.append(track)
+            returns.append(back)
+            ok = (report.succeeded and track <= stage.check("tracking_error").threshold
+                  and back <= stage.check("returned_to_start").threshold)
+            if not ok:
+                detail = f"run {run + 1}: " + report_detail(report)
+                break
+            clean += 1
+        out.append(check(stage, "clean_runs", arm, float(clean), detail))
+        out.append(check(stage, "tracking_error", arm, worst(tracks)))
+        out.append(check(stage, "returned_to_start", arm, worst(returns)))
+    return out
