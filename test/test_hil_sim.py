@@ -193,3 +193,28 @@ def test_miswiring_fails_stage_1_by_name_before_anything_moves(tmp_path, faults,
     assert code == 1, text
     assert "[FAIL] gravity_consistency left" in text and named in text, text
     assert "stage 1 FAILED" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("faults,check,named", [
+    ({"joint_state_gap_s": 0.2, "joint_state_gap_every_s": 2.0}, "joint_states_gap",
+     "about 20 message(s) missing"),
+    ({"joint_state_drop": 20, "joint_state_drop_every_s": 2.0}, "joint_states_gap",
+     "about 20 message(s) missing"),
+    ({"clock_step_s": -0.05, "clock_step_every_s": 2.0}, "clock_step",
+     "clock stepped -50"),
+], ids=["gap", "drop", "clock_step"])
+def test_a_broken_joint_state_stream_fails_stage_1_by_name(tmp_path, faults, check, named) -> None:
+    """The faults repeat every 2 s: the 4 s window holds one whatever the start-up took. The
+    other arm's stream is healthy and passes."""
+    said = []
+    cfg = faulted_config(tmp_path, {"right": faults})
+    code = run_hil(str(cfg), sim=True, yes=True, stage=1, force=True,
+                   reason="rehearsing a broken stream", results=str(tmp_path / "r"),
+                   say=said.append)
+    text = "\n".join(said)
+    assert code == 1, text
+    assert f"[FAIL] {check} right" in text and named in text, text
+    assert f"[pass] {check} left" in text, text
+    assert "[FAIL] joint_states_gap right" not in text or check == "joint_states_gap", \
+        "a clock step read as a hole"

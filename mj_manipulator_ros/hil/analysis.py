@@ -47,6 +47,14 @@ class JointSamples:
                             self.positions[rows], self.velocities[rows],
                             None if self.efforts is None else self.efforts[rows])
 
+    def received_since(self, start: float) -> "JointSamples":
+        """Only the messages received at or after ``start`` (s, the receiver's clock): a
+        window that a controller clock stepping back cannot move messages out of."""
+        rows = self.received >= start
+        return JointSamples(self.stamps[rows], self.received[rows], self.names,
+                            self.positions[rows], self.velocities[rows],
+                            None if self.efforts is None else self.efforts[rows])
+
     def __len__(self) -> int:
         return int(self.stamps.size)
 

@@ -167,10 +167,11 @@ class SharedModel:
 
     def controller_time(self, arm: Optional[str] = None) -> float:
         """The controllers' clock, s; with ``arm``, that arm's controller's (its
-        ``clock_offset_s`` fault added)."""
+        ``clock_offset_s`` and ``clock_step_s`` faults added)."""
         with self.lock:
-            now = self._clock(float(self.data.time))
-        return now + (self.controllers[arm].faults.clock_offset_s if arm else 0.0)
+            sim_time = float(self.data.time)
+            now = self._clock(sim_time)
+        return now + (self.controllers[arm].faults.clock_offset_at(sim_time) if arm else 0.0)
 
     def add_observer(self, rate_hz: float, callback: Callable[[Snapshot], None]) -> None:
         """Call ``callback(snapshot)`` from the physics thread every 1/rate_hz s of sim time."""
@@ -195,17 +196,20 @@ class SharedModel:
         the observers due this cycle, or None when none was due."""
         m, d = self.model, self.data
         with self.lock:
-            now = self._clock(float(d.time))
+            sim_time = float(d.time)
+            now = self._clock(sim_time)
             if self.cosim is not None:
-                self._cosim_cycle(now)
+                self._cosim_cycle(now, sim_time)
             else:
                 for controller, qi, vi, ci, wiring, kind in self._wiring:
                     if wiring is None:
-                        d.ctrl[ci] = controller.update(now + controller.faults.clock_offset_s,
-                                                       d.qpos[qi].copy(), d.qvel[vi].copy())
+                        d.ctrl[ci] = controller.update(
+                            now + controller.faults.clock_offset_at(sim_time),
+                            d.qpos[qi].copy(), d.qvel[vi].copy())
                         continue
                     q, qd, _ = wiring.report(d.qpos[qi].copy(), d.qvel[vi].copy())
-                    command = controller.update(now + controller.faults.clock_offset_s, q, qd)
+                    command = controller.update(
+                        now + controller.faults.clock_offset_at(sim_time), q, qd)
                     d.ctrl[ci] = (wiring.torque_command(command) if kind == "torque"
                                   else wiring.position_command(command))
                 if self.steps_per_cycle == 1:
@@ -221,18 +225,18 @@ class SharedModel:
             obs[2](snap)
         return snap
 
-    def _cosim_cycle(self, now: float) -> None:
+    def _cosim_cycle(self, now: float, sim_time: float) -> None:
         """The controllers' MIT commands to the twin, then the cycle's exchanges (which advance
         MuJoCo's time; its integrator never runs)."""
         d, cmd = self.data, self._twin_command
         for (controller, qi, vi, _, wiring, _kind), cols in zip(self._wiring, self._twin_cols):
             if wiring is None:
-                cmd[:, cols] = controller.update(now + controller.faults.clock_offset_s,
+                cmd[:, cols] = controller.update(now + controller.faults.clock_offset_at(sim_time),
                                                  d.qpos[qi].copy(), d.qvel[vi].copy())
                 continue
             q, qd, _ = wiring.report(d.qpos[qi].copy(), d.qvel[vi].copy())
             cmd[:, cols] = wiring.mit_command(
-                controller.update(now + controller.faults.clock_offset_s, q, qd))
+                controller.update(now + controller.faults.clock_offset_at(sim_time), q, qd))
         self.cosim.twin.command(*cmd)
         for _ in range(self.exchange.exchanges_per_cycle):
             self.cosim.exchange()

@@ -70,6 +70,69 @@ class ArmFaults:
     force_limit: Mapping[str, float] = field(default_factory=dict, metadata={
         "doc": "joint -> N m: the joint's actuators together apply at most this (a torque "
                "limit set too low to hold the arm); not under sim.physics cosim"})
+    # the joint-state stream and the controller's clock; times are physics time since the
+    # simulator started (s); each can repeat (``*_every_s``: an intermittent fault)
+    joint_state_gap_s: float = field(default=0.0, metadata={
+        "doc": "this arm's joint states stop for this long (s of simulated time) from "
+               "joint_state_gap_at_s, then resume at the current state (a driver that stalls)",
+        "min": 0.0})
+    joint_state_gap_at_s: float = field(default=0.0, metadata={
+        "doc": "when the joint-state gap starts: physics time since the simulator started, s",
+        "min": 0.0})
+    joint_state_gap_every_s: float = field(default=0.0, metadata={
+        "doc": "the gap comes back this often, s (0: once)", "min": 0.0})
+    joint_state_drop: int = field(default=0, metadata={
+        "doc": "this many consecutive joint-state messages of this arm are lost, from "
+               "joint_state_drop_at_s (a bus or network that drops)", "min": 0})
+    joint_state_drop_at_s: float = field(default=0.0, metadata={
+        "doc": "when the dropped messages start: physics time since the simulator started, s",
+        "min": 0.0})
+    joint_state_drop_every_s: float = field(default=0.0, metadata={
+        "doc": "the drop comes back this often, s (0: once)", "min": 0.0})
+    clock_step_s: float = field(default=0.0, metadata={
+        "doc": "this arm's controller clock steps by this (s; negative: back) at "
+               "clock_step_at_s and stays stepped (a clock corrected by a time service "
+               "mid-run): its stamps and its reading of goal stamps"})
+    clock_step_at_s: float = field(default=0.0, metadata={
+        "doc": "when the controller clock steps: physics time since the simulator started, s",
+        "min": 0.0})
+    clock_step_every_s: float = field(default=0.0, metadata={
+        "doc": "the clock steps again this often, s, the steps adding up (0: once)",
+        "min": 0.0})
+
+    @staticmethod
+    def _occurrence(sim_time: float, at: float, every: float) -> tuple[int, float]:
+        """(how many times a fault starting at ``at`` and repeating ``every`` s has started by
+        ``sim_time``, the time since the latest start); (0, nan) before the first."""
+        if sim_time < at:
+            return 0, float("nan")
+        if every <= 0:
+            return 1, sim_time - at
+        n, phase = divmod(sim_time - at, every)
+        return int(n) + 1, phase
+
+    def clock_offset_at(self, sim_time: float) -> float:
+        """This arm's controller clock minus the simulator's at physics time ``sim_time`` (s):
+        ``clock_offset_s``, plus ``clock_step_s`` per step taken by then."""
+        if not self.clock_step_s:
+            return self.clock_offset_s
+        steps, _ = self._occurrence(sim_time, self.clock_step_at_s, self.clock_step_every_s)
+        return self.clock_offset_s + steps * self.clock_step_s
+
+    def joint_state_withheld(self, sim_time: float) -> bool:
+        """Is this arm's joint state at ``sim_time`` inside an injected gap?"""
+        if self.joint_state_gap_s <= 0:
+            return False
+        n, phase = self._occurrence(sim_time, self.joint_state_gap_at_s,
+                                    self.joint_state_gap_every_s)
+        return n > 0 and phase < self.joint_state_gap_s
+
+    def joint_state_drop_occurrence(self, sim_time: float) -> int:
+        """Which drop (1, 2, ...) has started by ``sim_time``; 0 before the first or none."""
+        if self.joint_state_drop <= 0:
+            return 0
+        return self._occurrence(sim_time, self.joint_state_drop_at_s,
+                                self.joint_state_drop_every_s)[0]
 
 
 @dataclass(frozen=True)

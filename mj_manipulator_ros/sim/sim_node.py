@@ -26,11 +26,17 @@ Per arm, an action server at the arm's configured action (default
   ``command_latency_s``  commands reach the actuators this late (MuJoCo's actuator delay)
   ``ignore_cancel``      cancels are refused and the arm keeps moving
   ``clock_offset_s``     this arm's controller clock runs this far ahead (stamps, goal reading)
+  ``clock_step_s``       the clock steps by this at ``clock_step_at_s`` and stays stepped
+  ``joint_state_gap_s``  the arm's joint states stop this long from ``joint_state_gap_at_s``
+  ``joint_state_drop``   this many consecutive joint-state messages lost from
+                         ``joint_state_drop_at_s`` (``*_at_s``: physics time since start;
+                         each of the three repeats every ``*_every_s`` when set)
   ``exit_after_s``       the simulator process exits (os._exit) this long after a goal starts
   ``swap_joints``        two joints swapped, commands and states (configuration only)
   ``sign_flip``          joints reversed, commands and states (configuration only)
   ``zero_offset``        joint -> rad added to its reported position (configuration only)
   ``scale``              joint -> k: moves k times its command (configuration only)
+  ``force_limit``        joint -> N m its actuators apply at most (configuration only)
   =====================  ==================================================================
 
   and ``sim.faults.crossed_arms: [A, B]``: each arm's controller drives the other arm.
@@ -61,6 +67,9 @@ from mj_manipulator_ros.sim.sim_clock import SimClock
 #: how often the simulator's health goes out on /diagnostics, s (system clock)
 DIAGNOSTICS_PERIOD_S = 1.0
 from mj_manipulator_ros.sim.miswiring import WIRING_FAULTS
+
+#: ArmFaults fields applied when the simulator starts (set_faults refuses them)
+STARTUP_FAULTS = (*WIRING_FAULTS, "force_limit", "command_latency_s")
 from mj_manipulator_ros.sim.sim_config import SimConfig
 
 
@@ -102,6 +111,8 @@ class SimNode:
         self._joint_pub = self.node.create_publisher(JointState, "/joint_states", 10)
         self._clock_pub = self.node.create_publisher(Clock, "/clock", 10) if use_sim else None
         self._served = [n for n in self.scene.arms if n in self.arms]
+        #: arm -> (the drop fault's occurrence, its messages lost so far)
+        self._dropped: dict[str, tuple[int, int]] = {}
         logger = self.node.get_logger()
         # (rclpy ties a logger call site to one severity: one call site per level)
         self.shared.on_event = lambda level, text: {
@@ -143,11 +154,16 @@ class SimNode:
             "config": config_text(self.config.executor), **self.scene.artifacts()})
 
     def _publish_joint_states(self, snap: Snapshot) -> None:
-        """One message per controller clock: every served arm in one message, unless a
-        ``clock_offset_s`` fault gives an arm a clock of its own (stamped on it)."""
+        """One message per controller clock: every served arm in one message, unless a clock
+        fault (``clock_offset_s``, ``clock_step_s``) gives an arm a clock of its own (stamped on
+        it). An arm inside its ``joint_state_gap_s`` or with ``joint_state_drop`` messages
+        still to lose is left out."""
         groups: dict[float, list[str]] = {}
         for n in self._served:
-            groups.setdefault(self.shared.controllers[n].faults.clock_offset_s, []).append(n)
+            faults = self.shared.controllers[n].faults
+            if faults.joint_state_withheld(snap.sim_time) or self._dropping(n, faults, snap):
+                continue
+            groups.setdefault(faults.clock_offset_at(snap.sim_time), []).append(n)
         for offset, names in groups.items():
             msg = JointState()
             msg.header.stamp = stamp_msg(snap.controller_time + offset)
@@ -157,6 +173,19 @@ class SimNode:
             msg.velocity = [float(x) for a in arms for x in a.velocities]
             msg.effort = [float(x) for a in arms for x in a.efforts]
             self._joint_pub.publish(msg)
+
+    def _dropping(self, arm: str, faults, snap: Snapshot) -> bool:
+        """Is this arm's message of this cycle one of the ``joint_state_drop`` lost ones?"""
+        occurrence = faults.joint_state_drop_occurrence(snap.sim_time)
+        if occurrence == 0:
+            return False
+        seen, dropped = self._dropped.get(arm, (0, 0))
+        if seen != occurrence:
+            seen, dropped = occurrence, 0
+        if dropped >= faults.joint_state_drop:
+            return False
+        self._dropped[arm] = (seen, dropped + 1)
+        return True
 
     def _publish_diagnostics(self) -> None:
         """The simulator's health on /diagnostics (once a second, on the system clock: it goes
@@ -196,9 +225,9 @@ class SimNode:
         self._clock_pub.publish(Clock(clock=stamp_msg(snap.sim_time)))
 
     def set_faults(self, arm: str, **changes) -> None:
-        """Change an arm's injected faults at run time (fields of ArmFaults; the miswiring ones
-        are wired when the simulator starts: ValueError)."""
-        wired = sorted(set(changes) & set(WIRING_FAULTS))
+        """Change an arm's injected faults at run time (fields of ArmFaults; those applied when
+        the simulator starts, :data:`STARTUP_FAULTS`: ValueError)."""
+        wired = sorted(set(changes) & set(STARTUP_FAULTS))
         if wired:
             raise ValueError(f"sim faults {wired} are wired when the simulator starts: set them "
                              f"in sim.faults.{arm} of the configuration")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from mj_manipulator_ros.hil import analysis as A
+from mj_manipulator_ros.hil import stream_check as S
 from mj_manipulator_ros.hil.check_result import CheckResult, check, not_applicable
 from mj_manipulator_ros.hil.stages import Protocol, Stage
 from mj_manipulator_ros.model.scene import scene_for
@@ -23,8 +24,9 @@ def connected(session: "HilSession", stage: Stage, protocol: Protocol) -> list[C
         out.append(check(stage, "action_server", arm, float(ok),
                          f"{channel.arm.action_name} {'answers' if ok else f'not available within {wait} s'}",
                          passed=ok))
+    listening = session.now()
     session.sleep(stage.params["listen_s"])
-    samples = session.joint_states.samples()
+    samples = session.joint_states.samples().received_since(listening)
     for arm in session.config.arms:
         s = samples.arm(arm.joint_names)
         lo, hi = session.limits(arm.name)
@@ -33,8 +35,31 @@ def connected(session: "HilSession", stage: Stage, protocol: Protocol) -> list[C
         out.append(check(stage, "positions_in_limits", arm.name,
                          A.limit_excess(s.positions[-1:], lo, hi) if len(s) else float("nan")))
         out.append(check(stage, "clock_offset", arm.name, abs(A.clock_offset(s))))
+        out.extend(_stream(stage, arm.name, arm.joint_names, s))
     out.extend(_gravity_consistency(session, stage, samples))
     return out
+
+
+def _stream(stage: Stage, arm: str, joints, s) -> list[CheckResult]:
+    """The arm's joint-state stream over the window (``hil/stream_check.py``): its largest
+    hole, a lasting clock step, and how far a joint drifted while the arm should hold still."""
+    rate = stage.params["expected_rate_hz"]
+    steps = S.clock_steps(s.stamps, s.received, stage.check("clock_step").threshold)
+    step = S.largest_step(steps)
+    hole = S.largest_hole(s.stamps, s.received, rate, steps)  # a step is named, not a hole
+    span = (f"over stamps {s.stamps.min():.3f}-{s.stamps.max():.3f} s" if len(s)
+            else "no messages")
+    hole_detail = (f"largest interval between stamps {hole.length_s * 1e3:.1f} ms after "
+                   f"{hole.at:.3f} s: about {hole.missing} message(s) missing at "
+                   f"{rate:g} Hz (the controller stalled or messages were lost) {span}")
+    step_detail = (f"the controller's clock stepped {step.step_s * 1e3:+.1f} ms at stamp "
+                   f"{step.at:.3f} s ({len(steps)} step(s): receive time minus stamp changed "
+                   f"and stayed) {span}" if steps else f"no lasting step {span}")
+    moved, j = S.drift(s.positions)
+    drift_detail = f"{joints[j]} moved {moved:.4f} rad {span}" if j >= 0 else span
+    return [check(stage, "joint_states_gap", arm, hole.length_s, hole_detail),
+            check(stage, "clock_step", arm, abs(step.step_s), step_detail),
+            check(stage, "holding_drift", arm, moved, drift_detail)]
 
 
 def _gravity_consistency(session: "HilSession", stage: Stage, samples) -> list[CheckResult]:

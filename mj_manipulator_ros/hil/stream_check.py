@@ -1,0 +1,142 @@
+"""The joint-state stream of an arm standing still: holes, clock steps, drift (HIL stage 1).
+
+Measured on the messages in the order they arrived (not sorted by stamp: a clock that steps
+back would reorder them):
+
+- a **hole** is the largest interval between consecutive header stamps: the controller stopped
+  publishing (a stalled driver) or messages were lost (a bus or network dropping them); at the
+  expected rate it says how many messages are missing. Receive times are not used: a busy
+  receiving machine delays delivery without any hole in the stream.
+- a **clock step** is a lasting change of ``received - stamp`` (the latency plus the clocks'
+  offset). A late delivery (the receiver stalled) only ever raises it, for a while; so a step
+  is where its least value before and after differ, and by how much (then the next, with that
+  one taken out). A hole is measured with the steps taken out.
+- **drift** is the largest range (max - min) of any joint's position over the window: an arm
+  that should hold still and creeps (a brake slipping, a gain too weak for a changing load).
+
+Shapes: positions (M, J); stamps and receive times (M,), s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: fewest messages on each side of a clock step for it to be measured (0.5 s at 100 Hz: longer
+#: than a busy receiver's stall, so that each side holds messages delivered on time; a step
+#: nearer an end of the window than this is not seen)
+SIDE = 50
+
+
+@dataclass(frozen=True)
+class Hole:
+    """The largest interval between consecutive stamps.
+
+    Attributes:
+        length_s: its length, s (one period when the stream is healthy).
+        at: the stamp of the last message before it, s.
+        missing: messages missing at the expected rate (0 when healthy).
+    """
+
+    length_s: float
+    at: float
+    missing: int
+
+
+@dataclass(frozen=True)
+class ClockStep:
+    """The largest lasting change of ``received - stamp``.
+
+    Attributes:
+        step_s: how far the controller's clock stepped, s (positive: forward).
+        at: the stamp of the first message after it, s (NaN: no step).
+        index: that message's place in arrival order (-1: no step).
+    """
+
+    step_s: float
+    at: float
+    index: int = -1
+
+
+def arrival_order(stamps: np.ndarray, received: np.ndarray) -> np.ndarray:
+    """Indices that put messages in the order they arrived (stable for equal receive times)."""
+    return np.argsort(received, kind="stable")
+
+
+def largest_hole(stamps: np.ndarray, received: np.ndarray, expected_rate_hz: float,
+                 steps: list[ClockStep] = ()) -> Hole:
+    """The largest interval between consecutive stamps, in arrival order (s); NaN with fewer
+    than two messages. The stamps after each of ``steps`` (clock steps measured on the same
+    messages, :func:`clock_steps`) are taken back by it: a clock stepping forward is not a
+    hole."""
+    if stamps.size < 2:
+        return Hole(float("nan"), float("nan"), 0)
+    s = stamps[arrival_order(stamps, received)].astype(float)
+    for step in steps:
+        s[step.index:] -= step.step_s
+    d = np.diff(s)
+    k = int(np.argmax(d))
+    length = float(d[k])
+    missing = max(int(round(length * expected_rate_hz)) - 1, 0)
+    return Hole(length, float(s[k]), missing)
+
+
+def clock_steps(stamps: np.ndarray, received: np.ndarray, threshold: float,
+                side: int = SIDE, max_steps: int = 8) -> list[ClockStep]:
+    """Every lasting change of ``received - stamp`` beyond ``threshold`` (s), largest first,
+    sign flipped so that a controller clock stepping forward is positive.
+
+    A late delivery only ever raises that latency, so its least value over a stretch of
+    messages moves only when the clock steps. For each message k with at least ``side``
+    messages on either side: the least latency from k on minus the least before k. A clock
+    stepping forward lowers it from its step on: the change is the step for every k up to the
+    step (the step is the last of them); stepping back raises it from the step on (the first).
+    Its size is measured over ``side`` messages each side of it, and its place refined to the
+    stamp interval nearest one period plus the step; it is taken out and the next one looked
+    for. Empty when the clock did not step."""
+    n = stamps.size
+    if n < 2 * side:
+        return []
+    order = arrival_order(stamps, received)
+    s, lat = stamps[order], (received - stamps)[order].astype(float)
+    steps: list[ClockStep] = []
+    ks = np.arange(side, n - side + 1)
+    period = float(np.median(np.diff(s)))
+    for _ in range(max_steps):
+        before = np.minimum.accumulate(lat)[ks - 1]             # least of lat[:k]
+        after = np.minimum.accumulate(lat[::-1])[::-1][ks]      # least of lat[k:]
+        change = after - before
+        best = float(np.max(np.abs(change)))
+        if best <= threshold:
+            break
+        j = int(np.argmax(np.abs(change)))
+        plateau = np.abs(change - change[j]) <= 0.5 * threshold   # as large, within jitter
+        # forward: the plateau's last k; back: its first
+        k = int(ks[np.flatnonzero(plateau)[-1 if change[j] < 0 else 0]])
+        # its size over ``side`` messages each side (another step further on is not in it)
+        step = -float(lat[k:k + side].min() - lat[k - side:k].min())
+        if abs(step) <= threshold:
+            break
+        # where exactly: late deliveries blur the latency around it, but not the stamps (the
+        # controller's own clock): the stamp interval nearest one period plus the step
+        lo, hi = max(k - side, 1), min(k + side, n)
+        k = lo + int(np.argmin(np.abs(np.diff(s[lo - 1:hi]) - period - step)))
+        steps.append(ClockStep(step, float(s[k]), k))
+        lat[k:] += step
+    return sorted(steps, key=lambda c: -abs(c.step_s))
+
+
+def largest_step(steps: list[ClockStep]) -> ClockStep:
+    """The largest of :func:`clock_steps` (a zero step when there is none)."""
+    return max(steps, key=lambda c: abs(c.step_s)) if steps else ClockStep(0.0, float("nan"))
+
+
+def drift(positions: np.ndarray) -> tuple[float, int]:
+    """The largest range (max - min) of one joint's position over the window (rad or m), and
+    that joint's index; NaN without samples."""
+    if positions.shape[0] == 0:
+        return float("nan"), -1
+    ranges = np.ptp(positions, axis=0)
+    j = int(np.argmax(ranges))
+    return float(ranges[j]), j
