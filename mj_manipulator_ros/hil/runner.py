@@ -8,6 +8,7 @@ canceled, the record says whether each stop was confirmed).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -27,6 +28,9 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
             reason: Optional[str] = None, results: str = "hil/results",
             ask: Callable[[str], str] = input, is_tty: Optional[bool] = None,
             say: Callable[[str], None] = print) -> int:
+    # the operator's pictures without a display (takes effect if MuJoCo has not chosen its GL
+    # backend yet: the CLI and the tests set it before importing MuJoCo)
+    os.environ.setdefault("MUJOCO_GL", "egl")
     protocol = load_protocol()
     numbers = [s.number for s in protocol.stages]
     if yes and not sim:
@@ -108,6 +112,8 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                                          real_time_factor=protocol.settings["sim_real_time_factor"])
                     _attach_scene(record, session, config)
                     session.bags_dir = record.dir / "bags"
+                    session.pictures_dir = record.dir / "pictures"
+                    session.ask, session.say, session.is_tty = ask, say, is_tty
                     if not session.wait_for_joint_states(timeout=config.execution.server_wait_s):
                         say("hil: no /joint_states for every arm; is the robot (or --sim) up?")
                 session.stage = number

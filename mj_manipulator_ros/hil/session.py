@@ -128,6 +128,11 @@ class HilSession:
         self.last_synchronized_run: Optional[tuple] = None  # the latest successful one
         #: where each run is recorded as a bag (set by the runner), the stage running, the bags
         self.bags_dir: Optional[Path] = None
+        #: where the operator's pictures go, and how the operator is asked (set by the runner)
+        self.pictures_dir: Optional[Path] = None
+        self.ask = input
+        self.say = print
+        self.is_tty = False
         self.stage: int = 0
         self.bags: list[tuple[int, Path]] = []
         if self.sim_node is not None:
