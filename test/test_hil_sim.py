@@ -218,3 +218,42 @@ def test_a_broken_joint_state_stream_fails_stage_1_by_name(tmp_path, faults, che
     assert f"[pass] {check} left" in text, text
     assert "[FAIL] joint_states_gap right" not in text or check == "joint_states_gap", \
         "a clock step read as a hole"
+
+
+@pytest.mark.slow
+def test_a_sign_flip_physics_cannot_see_fails_the_jog_by_the_operators_eye(tmp_path) -> None:
+    """Left joint 5 reversed: at stage 1 it stands at its zero (the picture matches, 0.09 N m
+    of gravity residual); its jog turns it the other way: the emulated operator names it at the
+    jogged pose, no joint moved more than the jog, and the joints jogged after it never moved."""
+    said = []
+    cfg = faulted_config(tmp_path, {"left": {"sign_flip": [f"{J}5"]}})
+    code = run_hil(str(cfg), sim=True, yes=True, stage=2, force=True,
+                   reason="rehearsing a reversed wrist", results=str(tmp_path / "r"),
+                   say=said.append)
+    text = "\n".join(said)
+    assert code == 1, text
+    assert f"[FAIL] pose_matches_picture left/{J}5" in text, text
+    assert f"differs from left {J}5 outward" in text, text
+    motion = float(text.split("largest joint motion so far ")[1].split()[0])
+    assert motion <= 0.1 + 1e-3, text      # the jog's amplitude, nothing more
+    run = only_run(tmp_path / "r")
+    pictures = sorted(p.name for p in (run / "pictures").iterdir())
+    assert f"stage2_jog_left_{J}5.png" in pictures and f"stage2_jog_left_{J}5_robot.png" in pictures
+    assert not any(f"{J}6" in p for p in pictures), "a joint after the failed one was jogged"
+
+
+@pytest.mark.slow
+def test_a_force_limit_below_the_load_fails_the_jog_by_name(tmp_path) -> None:
+    """Left joint 1 limited to 3 N m where the start pose needs 6.6: invisible at rest (once
+    sagged, effort and model agree); its jog does not follow, named, barely moving."""
+    said = []
+    cfg = faulted_config(tmp_path, {"left": {"force_limit": {f"{J}1": 3.0}}})
+    code = run_hil(str(cfg), sim=True, yes=True, through=2, force=True,
+                   reason="rehearsing a weak joint", results=str(tmp_path / "r"),
+                   say=said.append)
+    text = "\n".join(said)
+    assert code == 1 and "stage 2 FAILED" in text, text
+    assert "stage 1 FAILED" not in text, text
+    assert f"[FAIL] jog_response left/{J}1" in text and "did not follow" in text, text
+    motion = float(text.split("largest joint motion so far ")[1].split()[0])
+    assert motion <= 0.1, text

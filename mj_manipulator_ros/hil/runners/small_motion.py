@@ -1,4 +1,5 @@
-"""Stage 2: each arm alone, a small out-and-back motion at low speed, repeatedly."""
+"""Stage 2: each joint jogged alone, then each arm alone, a small out-and-back motion at low
+speed, repeatedly."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detail, worst
 from mj_manipulator_ros.hil.motions import out_and_back
+from mj_manipulator_ros.hil.runners.joint_jog import joint_jog
 from mj_manipulator_ros.hil.stages import Protocol, Stage
 from typing import TYPE_CHECKING
 
@@ -15,8 +17,12 @@ if TYPE_CHECKING:  # the session imports rclpy
 
 
 def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    """Every joint jogged alone first (``runners/joint_jog.py``); only when every joint passed,
+    each arm's out-and-back, ``runs`` times."""
     p = stage.params
-    out = []
+    out = joint_jog(session, stage)
+    if not all(r.passed for r in out):
+        return out
     for arm in session.config.arm_names:
         start = session.pose(arm)
         plan = out_and_back(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])

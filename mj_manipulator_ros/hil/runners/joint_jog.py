@@ -1,0 +1,185 @@
+"""Stage 2, first: each joint alone, a small jog toward the middle of its range and back at low
+speed, the others held; the stage's small motion runs only after every joint passed.
+
+At rest after each move (the mean over the settle window's last ``rest_window_s``) every joint
+of every arm is compared with where it started and where it was commanded:
+
+- ``jog_response``: the jogged joint's measured displacement over the commanded one (1 when
+  healthy): 0 is a joint that did not follow (a force limit or a brake), -1 a reversed joint
+  whose states are not (an inconsistent sign), k a gear ratio seen in joint space;
+- ``jog_isolation``: the largest displacement of any other joint, of this arm or another (a
+  swap or crossed arms that commands and states do not agree on, a mechanical coupling);
+- ``jog_position_error``: how far each joint of the jogged arm rests from its command (a joint
+  that cannot carry its load: gravity feed-forward missing, gains too low, a force limit);
+- ``jog_gravity``: the gravity residual (stage 1's check) at each pose the jog reaches: a fault
+  consistent in commands and states (a swap, a sign, a zero, a gear) is invisible in joint
+  space, and from one pose when the joint carries no load there; more poses show more of them;
+- ``pose_matches_picture`` at the jogged pose: the operator's eye (``hil/pose_picture.py``;
+  on hardware a typed word per joint, with ``--sim`` the simulator's physical joints).
+
+The first joint that fails ends the jog (after its move back): the bring-up stops there, with
+the largest joint motion measured so far in the detail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+from mj_manipulator_ros.core.errors import ExecutionRefusedError
+from mj_manipulator_ros.core.interpolation import rest_to_rest
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detail
+from mj_manipulator_ros.hil.motions import WAYPOINTS, toward_middle
+from mj_manipulator_ros.hil.pose_picture import picture_check
+from mj_manipulator_ros.hil.stages import Stage
+
+if TYPE_CHECKING:  # the session imports rclpy
+    from mj_manipulator_ros.hil.session import HilSession
+
+
+class _Jogger:
+    """The poses and figures of one stage's jogs (every arm's pose at the start of each)."""
+
+    def __init__(self, session: "HilSession", stage: Stage) -> None:
+        self.session, self.stage = session, stage
+        p = stage.params
+        self.amplitude, self.duration = p["jog_rad"], p["jog_duration_s"]
+        self.settle, self.window = p["jog_settle_s"], p["rest_window_s"]
+        self.arms = {a.name: a.joint_names for a in session.config.arms}
+        self.home = {a: session.pose(a) for a in self.arms}
+        self.largest = 0.0        # the largest displacement of any joint from home, rad
+        self.gravity = _gravity_models(session)
+        self.pictures = "scene" in session.config.extra or session.sim_node is not None
+
+    def rest(self) -> dict[str, tuple[np.ndarray, Optional[np.ndarray]]]:
+        """Every arm's mean pose and effort (J,) over the last ``rest_window_s``."""
+        samples = self.session.joint_states.samples(since=self.session.now() - self.window)
+        out = {}
+        for arm, joints in self.arms.items():
+            s = samples.arm(joints)
+            q = s.positions.mean(axis=0) if len(s) else self.session.pose(arm)
+            e = None if s.efforts is None or not len(s) or np.isnan(s.efforts).all() \
+                else np.nanmean(s.efforts, axis=0)
+            out[arm] = (q, e)
+            self.largest = max(self.largest, float(np.max(np.abs(q - self.home[arm]))))
+        return out
+
+    def move(self, arm: str, q0: np.ndarray, q1: np.ndarray):
+        t = np.linspace(0.0, self.duration, WAYPOINTS)
+        q, v = rest_to_rest(q0, q1, t)
+        plan = MultiArmPlan({arm: ArmTrajectory(self.arms[arm], t, q, v)})
+        report, _ = self.session.run(plan, settle=self.settle)
+        return report
+
+    def joint(self, arm: str, j: int, direction: float) -> list[CheckResult]:
+        """Jog joint ``j`` of ``arm`` out and back: the checks of each move, up to the first
+        move with a failed one (then the joint is moved back where it started)."""
+        st, name = self.stage, self.arms[arm][j]
+        subject = f"{arm}/{name}"
+        start = {a: self.home[a] for a in self.arms}
+        command = start[arm].copy()
+        command[j] += direction * self.amplitude
+        out: list[CheckResult] = []
+        for leg, (q0, q1) in enumerate(((start[arm], command), (command, start[arm]))):
+            before = self.rest()
+            try:
+                report = self.move(arm, q0, q1)
+            except ExecutionRefusedError as exc:   # the gate, the start check: nothing moved
+                out.append(check(st, "jog_response", subject, None,
+                                 f"the jog was refused before any motion: "
+                                 f"{str(exc).splitlines()[0]}"))
+                break
+            after = self.rest()
+            error = np.abs(after[arm][0] - q1)
+            k = int(np.argmax(error))
+            held = error[k] <= st.check("jog_position_error").threshold
+            out.append(check(st, "jog_position_error", subject, float(error[k]),
+                             f"{arm} {self.arms[arm][k]} rests {after[arm][0][k] - q1[k]:+.4f} "
+                             "rad from its command (a joint that cannot carry its load: "
+                             "gravity feed-forward missing, gains too low, a force limit)"))
+            # an arm that sags when a goal takes over (the reference starts at the measured
+            # pose) moves every loaded joint: read the two below with the one above
+            sagged = "" if held else "; the arm did not hold its pose: see jog_position_error"
+            commanded = q1[j] - q0[j]
+            moved = after[arm][0][j] - before[arm][0][j]
+            gain = moved / commanded
+            what = ("did not follow (a force limit, a brake)" if abs(gain) < 0.2 else
+                    "moved the other way (a reversed joint)" if gain < 0 else
+                    f"moved {gain:.2f} x its command")
+            out.append(check(st, "jog_response", subject, abs(1.0 - gain),
+                             f"{arm} {name} moved {moved:+.4f} rad for {commanded:+.4f} "
+                             f"commanded: {what}{sagged}"))
+            others = [(abs(after[a][0][k] - before[a][0][k]), f"{a} {self.arms[a][k]}")
+                      for a in self.arms for k in range(len(self.arms[a]))
+                      if not (a == arm and k == j)]
+            worst, who = max(others) if others else (0.0, "")
+            out.append(check(st, "jog_isolation", subject, worst,
+                             f"{who} moved {worst:.4f} rad while {arm} {name} was jogged "
+                             f"(a swap or crossed arms the states do not show, a coupling)"
+                             f"{sagged}"))
+            out.extend(self._gravity(arm, subject, after))
+            if leg == 0 and self.pictures:   # the eye sees what physics may not
+                out.append(picture_check(self.session, st, subject, f"stage2_jog_{arm}_{name}",
+                                         {a: after[a][0] for a in self.arms}))
+            if not report.succeeded and all(r.passed for r in out):
+                out.append(check(st, "jog_response", subject, None,
+                                 f"the jog's goal failed: {report_detail(report)}"))
+            if not all(r.passed for r in out):
+                if leg == 0:   # back where it started before the bring-up stops
+                    self.move(arm, after[arm][0], start[arm])
+                break
+        return out
+
+    def _gravity(self, arm: str, subject: str, rest) -> list[CheckResult]:
+        from mj_manipulator_ros.hil.gravity_check import describe
+
+        q, effort = rest[arm]
+        model = self.gravity.get(arm)
+        if model is None or effort is None:
+            return []
+        threshold = self.stage.check("jog_gravity").threshold
+        result = model.residual(q, effort)
+        if result.worst > threshold:
+            result = model.diagnose(q, effort)
+        return [check(self.stage, "jog_gravity", subject, result.worst,
+                      describe(arm, result, threshold, self.arms[arm]) + " at the jogged pose")]
+
+
+def _gravity_models(session: "HilSession") -> dict:
+    from mj_manipulator_ros.hil.gravity_check import GravityModel
+    from mj_manipulator_ros.model.scene import scene_for
+
+    if session.sim_node is not None:
+        scene = session.sim_node.scene
+    elif "scene" in session.config.extra:
+        scene = scene_for(session.config)
+    else:
+        return {}
+    return {a: GravityModel(scene, a) for a in session.config.arm_names}
+
+
+def joint_jog(session: "HilSession", stage: Stage) -> list[CheckResult]:
+    """Every joint of every arm jogged alone (module docstring): the first joint's failed
+    checks, with the largest joint motion so far; else each check's worst figure over the
+    joints."""
+    jog = _Jogger(session, stage)
+    worst: dict[str, CheckResult] = {}
+    for arm, joints in jog.arms.items():
+        _, direction = toward_middle(session, arm)
+        for j in range(len(joints)):
+            results = jog.joint(arm, j, float(direction[j]))
+            failed = [r for r in results if not r.passed]
+            if failed:
+                return [dataclasses.replace(r, detail=f"{r.detail}; largest joint motion so "
+                                            f"far {jog.largest:.4f} rad") for r in failed]
+            for r in results:
+                if r.name not in worst or (r.measured or 0.0) > (worst[r.name].measured or 0.0):
+                    worst[r.name] = r
+    n = sum(len(j) for j in jog.arms.values())
+    return [dataclasses.replace(r, subject="every joint", detail=f"worst at {r.subject} of {n} "
+                                f"joints jogged {jog.amplitude:g} rad each way: {r.detail}; "
+                                f"largest joint motion {jog.largest:.4f} rad")
+            for r in worst.values()]
