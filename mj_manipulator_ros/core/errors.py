@@ -126,3 +126,8 @@ class RampLimitError(PlanError):
     """No synchronized speed change (controlled stop, pause, resume, speed change) from the
     given plan time stays within a joint's velocity or acceleration limit: the plan's own speed
     or acceleration there is already beyond it. ``value`` is the plan time, s."""
+
+
+class SimulationDivergedError(MjManipulatorError):
+    """The simulated physics left the finite (a state NaN or infinite, or MuJoCo reset it after
+    a bad acceleration): every state after it would be false, so the simulator stops."""

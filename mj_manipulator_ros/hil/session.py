@@ -204,6 +204,8 @@ class HilSession:
             record = self.bags_dir / f"stage{self.stage}_{len(self.bags) + 1:02d}"
             self.bags.append((self.stage, record))
         report = self.executor.execute(plan, record=record)
+        if self.sim_node is not None and self.sim_node.shared.error is not None:
+            raise self.sim_node.shared.error   # the simulator stopped: nothing it said holds
         try:
             self.sleep(settle)
         except Interrupted:

@@ -32,7 +32,7 @@ from typing import Callable, Optional
 import mujoco
 import numpy as np
 
-from mj_manipulator_ros.core.errors import ConfigError
+from mj_manipulator_ros.core.errors import ConfigError, SimulationDivergedError
 from mj_manipulator_ros.model.scene import Scene
 from mj_manipulator_ros.model.exchange import ExchangeChoice
 from mj_manipulator_ros.sim.controllers import SimulatedController, make_controller
@@ -57,6 +57,11 @@ class Snapshot:
     controller_time: float           # s on the controllers' clock
     arms: dict[str, ArmState]
 
+
+#: MuJoCo's warnings that mean it reset a diverged state
+DIVERGENCE_WARNINGS = tuple(int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC,
+                                             mujoco.mjtWarning.mjWARN_BADQPOS,
+                                             mujoco.mjtWarning.mjWARN_BADQVEL))
 
 #: with use_sim_time, a pacing deficit beyond this (s) is dropped: physics is the clock
 PACING_SLACK_S = 0.5
@@ -107,6 +112,9 @@ class SharedModel:
                                   "are not rewired)")
         # per arm, what its joint states read: (name, the joints it is wired to, its wiring)
         self._views = [(n, scene.arms[self.physical[n]], self.wirings[n]) for n in scene.arms]
+        #: every arm joint's qpos / dof address: checked finite whenever a snapshot is taken
+        self._arm_qpos = np.concatenate([np.asarray(a.qpos_adr) for a in scene.arms.values()])
+        self._arm_dofs = np.concatenate([np.asarray(a.dof_adr) for a in scene.arms.values()])
         # per arm: controller, qpos / qvel / ctrl indices of the joints it is wired to (a slice
         # where contiguous: cheaper), its wiring, its kind
         self._wiring = []
@@ -219,11 +227,28 @@ class SharedModel:
             self.cycles += 1
             now_sim = float(d.time)
             due = [obs for obs in self._observers if now_sim + 1e-12 >= obs[1]]
+            if due:   # as often as anyone reads the state (not every cycle: it costs)
+                self._check_finite(now_sim)
             snap = self._snapshot_locked() if due else None  # copy only when someone needs it
         for obs in due:
             obs[1] = now_sim + obs[0]
             obs[2](snap)
         return snap
+
+    def _check_finite(self, sim_time: float) -> None:
+        """Raise :class:`SimulationDivergedError` when an arm's state is not finite or MuJoCo
+        reset the state after a bad acceleration, position or velocity (its warnings)."""
+        d = self.data
+        bad = [k for k in DIVERGENCE_WARNINGS if d.warning[k].number > 0]
+        q, v = d.qpos[self._arm_qpos], d.qvel[self._arm_dofs]
+        if not bad and np.isfinite(q).all() and np.isfinite(v).all():
+            return
+        what = (f"MuJoCo {', '.join(mujoco.mjtWarning(k).name for k in bad)} (the state was "
+                "reset)" if bad else "an arm's joint position or velocity is not finite")
+        raise SimulationDivergedError(
+            f"the simulated physics diverged at {sim_time:.3f} s of simulated time: {what}; "
+            "every state after it would be false, so the simulator stops (a gain too high for "
+            "the time step or the exchange rate, an unstable model)")
 
     def _cosim_cycle(self, now: float, sim_time: float) -> None:
         """The controllers' MIT commands to the twin, then the cycle's exchanges (which advance
@@ -305,6 +330,7 @@ class SharedModel:
                     self._over_lag(sim_time, lag, PACING_SLACK_S)   # idle: re-anchor only
         except BaseException as exc:  # noqa: BLE001 - kept for the owner to report
             self.error = exc
+            self.on_event("error", f"physics stopped: {type(exc).__name__}: {exc}")
 
     def _over_lag(self, sim_time: float, lag: float, max_lag: float) -> None:
         """Physics is more than ``max_lag`` behind: abort the active goals, or, idle,
