@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from mj_manipulator_ros.core.errors import ExecutionRefusedError
+from mj_manipulator_ros.core.errors import ExecutionRefusedError, MjManipulatorError
 from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detail
@@ -129,9 +129,23 @@ class _Jogger:
                                  f"the jog's goal failed: {report_detail(report)}"))
             if not all(r.passed for r in out):
                 if leg == 0:   # back where it started before the bring-up stops
-                    self.move(arm, after[arm][0], start[arm])
+                    out.extend(self._move_back(arm, subject, after[arm][0], start[arm]))
                 break
         return out
+
+    def _move_back(self, arm: str, subject: str, q0: np.ndarray, q1: np.ndarray
+                   ) -> list[CheckResult]:
+        """After a failed jog, back where the joint started; what went wrong doing so is one
+        more failure (the jog's own stay recorded)."""
+        try:
+            report = self.move(arm, q0, q1)
+        except MjManipulatorError as exc:
+            return [check(self.stage, "jog_response", subject, None,
+                          f"moving back after the failed jog: {type(exc).__name__}: {exc}")]
+        if report.succeeded:
+            return []
+        return [check(self.stage, "jog_response", subject, None,
+                      f"moving back after the failed jog: {report_detail(report)}")]
 
     def _gravity(self, arm: str, subject: str, rest) -> list[CheckResult]:
         from mj_manipulator_ros.hil.gravity_check import describe
