@@ -5,7 +5,7 @@ VENV ?= $(if $(filter kilted,$(ROS)),.venv,.venv-$(ROS))
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo bench rehearse-twin clean
+.PHONY: setup test demo bench rehearse-twin rehearse-faults clean
 
 # Fast when nothing changed: tools/setup_env.sh compares a fingerprint of its inputs.
 setup:
@@ -23,6 +23,13 @@ bench: setup
 # the staged bring-up, stages 0-6, rehearsed against the actuator-twin co-simulation (5-10 min)
 rehearse-twin: setup
 	$(VENV)/bin/mj-manipulator-ros hil --config config/sim_openarm_twin.yaml --sim --yes --through 6 --results hil/results
+
+# Every miswiring and stream fault, per arm, through hil --sim stages 0-2 (about 20 min), then
+# ten healthy rehearsals: each fault named at its stage, no false detection (bench/rehearse_faults.py).
+rehearse-faults: setup
+	@mkdir -p hil/results
+	$(VENV)/bin/python bench/rehearse_faults.py --out hil/results/fault_matrix.json
+	$(VENV)/bin/python bench/rehearse_faults.py --healthy 10 --out hil/results/healthy_rehearsals.json
 
 clean:
 	rm -rf .venv .venv-* build .pytest_cache demo_report.json demo_sequential_worst.png demo_scene.xml demo_bags
