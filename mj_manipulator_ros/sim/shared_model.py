@@ -63,6 +63,10 @@ DIVERGENCE_WARNINGS = tuple(int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC,
                                              mujoco.mjtWarning.mjWARN_BADQPOS,
                                              mujoco.mjtWarning.mjWARN_BADQVEL))
 
+#: an arm joint faster than this (rad/s, or m/s) is a diverged integration, not physics (the
+#: co-simulation's twin integrates itself: MuJoCo's own checks never see it)
+DIVERGED_SPEED = 1e3
+
 #: with use_sim_time, a pacing deficit beyond this (s) is dropped: physics is the clock
 PACING_SLACK_S = 0.5
 
@@ -236,15 +240,19 @@ class SharedModel:
         return snap
 
     def _check_finite(self, sim_time: float) -> None:
-        """Raise :class:`SimulationDivergedError` when an arm's state is not finite or MuJoCo
-        reset the state after a bad acceleration, position or velocity (its warnings)."""
+        """Raise :class:`SimulationDivergedError` when an arm's state is not finite, an arm
+        joint is faster than :data:`DIVERGED_SPEED`, or MuJoCo reset the state after a bad
+        acceleration, position or velocity (its warnings)."""
         d = self.data
         bad = [k for k in DIVERGENCE_WARNINGS if d.warning[k].number > 0]
         q, v = d.qpos[self._arm_qpos], d.qvel[self._arm_dofs]
-        if not bad and np.isfinite(q).all() and np.isfinite(v).all():
+        if not bad and np.isfinite(q).all() and np.abs(v).max() <= DIVERGED_SPEED:
             return
         what = (f"MuJoCo {', '.join(mujoco.mjtWarning(k).name for k in bad)} (the state was "
-                "reset)" if bad else "an arm's joint position or velocity is not finite")
+                "reset)" if bad else
+                "an arm's joint position is not finite" if not np.isfinite(q).all() else
+                f"an arm joint turns at {np.nanmax(np.abs(v)):.3g} rad/s (more than "
+                f"{DIVERGED_SPEED:g}: not a motion, a divergence)")
         raise SimulationDivergedError(
             f"the simulated physics diverged at {sim_time:.3f} s of simulated time: {what}; "
             "every state after it would be false, so the simulator stops (a gain too high for "
