@@ -159,6 +159,11 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
     finally:
         signal.signal(signal.SIGINT, previous)
         timeline = None
+        if session is not None and session.sim_node is not None and \
+                session.sim_node.shared.error is not None:   # stopped after the last run
+            error = session.sim_node.shared.error
+            record.event("simulator_stopped", detail=f"{type(error).__name__}: {error}")
+            say(f"hil: the simulator stopped: {type(error).__name__}: {error}")
         if session is not None:
             timeline = session.last_synchronized_run or session.last_run
             session.close()
