@@ -37,9 +37,9 @@ def faulted_config(tmp_path: Path, faults: dict) -> Path:
 
 @pytest.mark.slow
 # The rehearsal is one process (simulator at a 2x target, executor, recorder); measured on this
-# 2-core machine, idle: 388 s for stages 0-6 (stage 2, 20 runs: 131 s; the code before this
-# change: 160 s for stage 2 alone, over 300 s in all). The hang guard is the subprocess's own
-# 900 s bound, which the suite-wide 300 s would otherwise cut short.
+# 2-core machine, idle: 388 s for stages 0-6 before stage 2's per-joint jog (28 moves, about
+# 70 s more). The hang guard is the subprocess's own 900 s bound, which the suite-wide 300 s
+# would otherwise cut short.
 @pytest.mark.timeout(900)
 def test_sim_rehearsal_passes_stages_0_through_6(tmp_path) -> None:
     out = subprocess.run([*CLI, "--config", str(config_file("sim_openarm.yaml")), "--sim", "--yes",
@@ -55,6 +55,12 @@ def test_sim_rehearsal_passes_stages_0_through_6(tmp_path) -> None:
     assert all(c["measured"] > 0 for c in alone if c["status"] == "not_applicable")
     skew = [c for c in checks if c["name"] == "start_skew"]
     assert skew and all(c["measured"] <= 0.02 for c in skew)
+    # every joint jogged before the small motion, each seen by the (emulated) operator
+    jog = {c["name"]: c for c in checks if c["stage"] == 2 and c["name"].startswith("jog_")}
+    assert set(jog) == {"jog_response", "jog_isolation", "jog_position_error", "jog_gravity"}
+    assert all("of 14 joints jogged" in c["detail"] for c in jog.values())
+    pictures = {p.name for p in (run / "pictures").iterdir()}
+    assert "stage1_pose.png" in pictures and len([p for p in pictures if "jog" in p]) == 28
     assert (run / "summary.md").read_text().count("**passed**") == 7
     assert (run / "timeline.png").stat().st_size > 10000
     # every run that moved is a bag in the run folder, linked from the summary with how to open it
