@@ -283,3 +283,15 @@ def test_an_accepted_goal_is_not_aborted_for_its_stamp_at_execution(sim, client)
     assert handle.accepted
     r = result(ex, handle)
     assert r.status == GoalStatus.STATUS_SUCCEEDED, r.result.error_string
+
+
+def test_faults_applied_at_start_are_refused_at_run_time(sim) -> None:
+    """A force limit or a command latency changed on a running simulator would be silently
+    ignored (they are applied when it starts): refused by name, the faults unchanged."""
+    node = sim()
+    before = node.arms["left"].faults
+    for change in ({"force_limit": {"left_j1": 1.0}}, {"command_latency_s": 0.01},
+                   {"sign_flip": ("left_j1",)}):
+        with pytest.raises(ValueError, match=f"{next(iter(change))}.*wired when the simulator"):
+            node.set_faults("left", **change)
+    assert node.arms["left"].faults == before
