@@ -79,8 +79,14 @@ def test_a_physics_stall_aborts_naming_the_simulator_not_an_arm(ros, tmp_path) -
             report = executor.execute(swing())
             t.join(20)
         health = sim.shared.health()
+        cycles = sim.shared.cycles
+        time.sleep(0.1)
+        # the abort was logged as an error after the lag's warning: physics runs on
+        # (regression: rclpy refused a second severity from one call site, in the physics thread)
+        error, stepped = sim.shared.error, sim.shared.cycles - cycles
     finally:
         sim.close()
+    assert error is None and stepped > 0, (error, stepped)
     f = report.first_failure
     assert f is not None and "simulator behind real time by" in f.error_string, report.summary()
     assert "not the arm" in f.error_string and f.reason.value == "aborted"

@@ -114,9 +114,18 @@ class SimNode:
         #: arm -> (the drop fault's occurrence, its messages lost so far)
         self._dropped: dict[str, tuple[int, int]] = {}
         logger = self.node.get_logger()
-        # (rclpy ties a logger call site to one severity: one call site per level)
-        self.shared.on_event = lambda level, text: {
-            "info": logger.info, "warn": logger.warning, "error": logger.error}[level](text)
+
+        def on_event(level: str, text: str) -> None:
+            # rclpy ties a logger call site (file and line) to one severity and raises
+            # ValueError on another: one line per level (a warning then an error from one line
+            # stopped the physics thread)
+            if level == "error":
+                logger.error(text)
+            elif level == "warn":
+                logger.warning(text)
+            else:
+                logger.info(text)
+        self.shared.on_event = on_event
         self._diagnostics = self.node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._diag_timer = self.node.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.shared.add_observer(config.sim.joint_state_rate_hz, self._publish_joint_states)
