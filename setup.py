@@ -37,11 +37,13 @@ setup(
     # replay checker verifies that rule when it is built); tested with 4.0
     install_requires=["setuptools", "numpy", "pyyaml", "mujoco>=3.3", "rosbags>=0.10", "mcap>=1.2",
                       "mcap-ros2-support>=0.5"],
-    # the actuator twin's tick loop in C (plain CPython API, no numpy headers); optional: without
-    # a compiler the numpy loop runs, with a warning. No FMA contraction: the same rounding as
-    # the numpy reference implementation.
-    ext_modules=[Extension(f"{PACKAGE}.sim._twin_kernel", [f"{PACKAGE}/sim/_twin_kernel.c"],
-                           extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)],
+    # two loops in C (plain CPython API, no numpy headers), each optional: without a compiler
+    # the Python reference implementation runs. The actuator twin's tick loop (a warning when
+    # missing) and the position controller's steady cycles. No FMA contraction: the same
+    # rounding as the numpy reference implementations.
+    ext_modules=[Extension(f"{PACKAGE}.sim.{name}", [f"{PACKAGE}/sim/{name}.c"],
+                           extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
+                 for name in ("_twin_kernel", "_follow_kernel")],
     zip_safe=False,
     maintainer="mj_manipulator_ros maintainers",
     maintainer_email="maintainers@mj-manipulator-ros.invalid",

@@ -163,6 +163,13 @@ class Spline:
         s3 = s2 * s
         return (np.array((1.0, s, s2, s3, s2 * s2, s3 * s2)) @ self._c[k]).reshape(self._shape)
 
+    def parts(self) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+        """What a compiled :meth:`at` needs, contiguous float64: knot times (N,), coefficients
+        (N-1, 6, 3J) or None with one knot, and the rest states before and after, (3J,) each."""
+        coefficients = np.ascontiguousarray(self._c) if self._last_segment >= 0 else None
+        return (np.asarray(self._times, dtype=float), coefficients,
+                np.ascontiguousarray(self._before).ravel(), np.ascontiguousarray(self._after).ravel())
+
 
 def _with_derivatives(c: np.ndarray) -> np.ndarray:
     """Per segment, the coefficients of position, velocity and acceleration side by side, so one

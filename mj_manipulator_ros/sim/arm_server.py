@@ -161,22 +161,22 @@ class SimArmServer:
         return result
 
     def _publish_feedback(self, goal_handle, ticket: GoalTicket) -> None:
-        with ticket.lock:
-            if ticket.desired is None:
-                return
-            fb = FollowJointTrajectory.Feedback()
-            fb.header.stamp = stamp_msg(ticket.time)
-            fb.joint_names = list(self.arm.joint_names)
-            fb.desired = JointTrajectoryPoint(positions=ticket.desired.tolist(),
-                                              velocities=ticket.desired_velocity.tolist(),
-                                              accelerations=ticket.desired_acceleration.tolist())
-            fb.actual = JointTrajectoryPoint(positions=ticket.actual.tolist(),
-                                             velocities=ticket.actual_velocity.tolist())
-            fb.error = JointTrajectoryPoint(
-                positions=(ticket.desired - ticket.actual).tolist(),
-                velocities=(ticket.desired_velocity - ticket.actual_velocity).tolist())
-            if hasattr(fb, "index"):  # control_msgs >= 6.3 (Kilted); not in Jazzy's layout
-                fb.index = ticket.index
+        latest = ticket.latest()   # one cycle's values
+        if latest is None:
+            return
+        fb = FollowJointTrajectory.Feedback()
+        fb.header.stamp = stamp_msg(latest.time)
+        fb.joint_names = list(self.arm.joint_names)
+        fb.desired = JointTrajectoryPoint(positions=latest.desired.tolist(),
+                                          velocities=latest.desired_velocity.tolist(),
+                                          accelerations=latest.desired_acceleration.tolist())
+        fb.actual = JointTrajectoryPoint(positions=latest.actual.tolist(),
+                                         velocities=latest.actual_velocity.tolist())
+        fb.error = JointTrajectoryPoint(
+            positions=(latest.desired - latest.actual).tolist(),
+            velocities=(latest.desired_velocity - latest.actual_velocity).tolist())
+        if hasattr(fb, "index"):  # control_msgs >= 6.3 (Kilted); not in Jazzy's layout
+            fb.index = latest.index
         goal_handle.publish_feedback(fb)
 
     def destroy(self) -> None:

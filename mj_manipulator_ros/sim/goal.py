@@ -70,12 +70,26 @@ class ControllerGoal:
     tolerance_warning: str = ""   # why the goal's tolerances were reverted to the defaults
 
 
+@dataclass(frozen=True)
+class Feedback:
+    """One control cycle's feedback of a goal (controller clock; arrays (J,))."""
+
+    time: float
+    index: int                        # as JTC: the segment's end point (0 before the first point)
+    desired: np.ndarray
+    desired_velocity: np.ndarray
+    desired_acceleration: np.ndarray
+    actual: np.ndarray
+    actual_velocity: np.ndarray
+
+
 @dataclass
 class GoalTicket:
     """Shared between the action thread (waits, reads) and the physics thread (updates).
 
-    The physics thread sets ``outcome`` once and then ``done``; the feedback fields are replaced
-    whole under ``lock``.
+    The physics thread sets ``outcome`` once and then ``done``. Each control cycle's feedback is
+    written into :attr:`feedback` in one operation (by the follower, or by the compiled
+    follower with the GIL held), so :meth:`latest` (one copy) reads one cycle's values.
     """
 
     goal: ControllerGoal
@@ -85,20 +99,50 @@ class GoalTicket:
     outcome: Optional[str] = None      # "succeeded" | "aborted" | "canceled"
     error_code: int = SUCCESSFUL
     error_string: str = ""
-    # feedback snapshot (controller clock, arrays (J,))
-    time: float = 0.0
-    index: int = 0
-    desired: Optional[np.ndarray] = None
-    desired_velocity: Optional[np.ndarray] = None
-    desired_acceleration: Optional[np.ndarray] = None
-    actual: Optional[np.ndarray] = None
-    actual_velocity: Optional[np.ndarray] = None
+    #: ``[desired | desired velocity | desired acceleration | actual | actual velocity | time |
+    #: index | max tracking error]``, shape (5J + 3,); time NaN until the first cycle
+    feedback: np.ndarray = field(init=False, repr=False)
     # statistics
     started_at: Optional[float] = None
     picked_up_at: Optional[float] = None  # the control cycle that took it (controller clock)
     motion_onset: Optional[float] = None
-    max_tracking_error: float = 0.0
     final_error: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        self.feedback = np.zeros(5 * len(self.goal.trajectory.joint_names) + 3)
+        self.feedback[-3] = np.nan
+
+    def latest(self) -> Optional[Feedback]:
+        """The last control cycle's feedback (a copy), None before the first."""
+        fb = self.feedback.copy()   # one operation: one cycle's values
+        if np.isnan(fb[-3]):
+            return None
+        j = (fb.size - 3) // 5
+        rows = fb[:5 * j].reshape(5, j)
+        return Feedback(float(fb[-3]), int(fb[-2]), *rows)
+
+    @property
+    def max_tracking_error(self) -> float:
+        """The largest |actual - desired| of any joint over the cycles so far (rad)."""
+        return float(self.feedback[-1])
+
+    @property
+    def actual(self) -> Optional[np.ndarray]:
+        """The last cycle's measured positions (J,), None before the first."""
+        latest = self.latest()
+        return None if latest is None else latest.actual
+
+    @property
+    def desired(self) -> Optional[np.ndarray]:
+        """The last cycle's reference positions (J,), None before the first."""
+        latest = self.latest()
+        return None if latest is None else latest.desired
+
+    @property
+    def time(self) -> float:
+        """The last cycle's time (controller clock, s); 0 before the first."""
+        t = float(self.feedback[-3])
+        return 0.0 if t != t else t
 
 
 #: the one negative tolerance value that means "unchecked" (JTC's ERASE_VALUE)

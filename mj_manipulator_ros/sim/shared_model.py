@@ -40,6 +40,7 @@ from mj_manipulator_ros.sim.cosim import CoSim, build_cosim
 from mj_manipulator_ros.sim.sim_clock import SimClock, SimHealth
 from mj_manipulator_ros.sim.miswiring import Wiring
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig, SimSettings
+from mj_manipulator_ros.sim.trajectory_follower import KERNEL as FOLLOW_KERNEL
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,13 @@ class SharedModel:
         settings: the ``sim`` section (control rate, pacing, each arm's controller and faults).
         clock: the controllers' clock given the physics time (``sim/sim_clock.py``); default:
             physics time itself (use_sim_time).
+        compiled: run the position controllers' steady cycles in C (``sim/_follow_kernel.c``)
+            when it is built; False: every cycle in Python, the reference implementation (tests
+            and benchmarks compare the two).
     """
 
     def __init__(self, scene: Scene, settings: SimSettings = SimSettings(),
-                 clock: Optional[SimClock] = None) -> None:
+                 clock: Optional[SimClock] = None, compiled: bool = True) -> None:
         self.scene = scene
         self.model = scene.model
         self.data = scene.initial_data()
@@ -147,6 +151,22 @@ class SharedModel:
             # each controller's rows go to the columns of the joints it is wired to
             self._twin_cols = [cols[self.physical[n]] for n in scene.arms]
             self._twin_command = np.zeros((5, int(sizes[-1])))
+        # the compiled follower runs the steady cycles of position-controlled arms wired straight
+        # through with contiguous joints and servos; per arm its Follow, or None (always Python)
+        self._follows: Optional[tuple] = None
+        self._all_arms = (1 << len(self._wiring)) - 1
+        if compiled and self.cosim is None and FOLLOW_KERNEL is not None:
+            self._follows = tuple(self._bind(*w) for w in self._wiring)
+
+    def _bind(self, controller, qi, vi, ci, wiring, kind):
+        """``controller``'s compiled follower on the shared data, or None when its cycles must
+        run in Python (another kind, a miswiring, joints or servos not contiguous)."""
+        if kind != "position" or wiring is not None or not all(
+                isinstance(i, slice) and i.stop - i.start == len(controller.joint_names)
+                for i in (qi, vi, ci)):
+            return None
+        d = self.data
+        return controller.follower.bind(d.qpos, d.qvel, d.ctrl, qi.start, vi.start, ci.start)
 
     @property
     def exchange(self) -> Optional[ExchangeChoice]:
@@ -154,9 +174,10 @@ class SharedModel:
         return self.scene.exchange
 
     @classmethod
-    def from_config(cls, config: SimConfig, clock: Optional[SimClock] = None) -> "SharedModel":
+    def from_config(cls, config: SimConfig, clock: Optional[SimClock] = None,
+                    compiled: bool = True) -> "SharedModel":
         """The scene of ``config`` compiled for simulation, with its ``sim`` settings."""
-        return cls(config.build_scene(), config.sim, clock)
+        return cls(config.build_scene(), config.sim, clock, compiled)
 
     # ---- readers (any thread) -----------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -213,7 +234,12 @@ class SharedModel:
             if self.cosim is not None:
                 self._cosim_cycle(now, sim_time)
             else:
-                for controller, qi, vi, ci, wiring, kind in self._wiring:
+                # the steady cycles in C; the arms it hands back (an event, or always) here
+                mask = self._all_arms if self._follows is None else \
+                    FOLLOW_KERNEL.cycle(now, self._follows)
+                for i, (controller, qi, vi, ci, wiring, kind) in enumerate(self._wiring):
+                    if not mask >> i & 1:
+                        continue
                     if wiring is None:
                         d.ctrl[ci] = controller.update(
                             now + controller.faults.clock_offset_at(sim_time),

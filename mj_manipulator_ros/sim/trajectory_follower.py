@@ -17,6 +17,12 @@ Per control cycle (``now`` on the controller clock, measured ``q``, ``qd``):
 - at or after the end: within goal tolerance -> SUCCEEDED, 0, hold the last point; not within
   by end + goal_time_tolerance -> ABORTED, -5, hold measured position;
 - cancel -> CANCELED, 0, hold the measured position from this cycle on.
+
+The compiled follower (``sim/_follow_kernel.c``, bound by :meth:`bind` to a position controller
+whose joints and servos are contiguous) runs the cycles where nothing happens: holding, and
+following between the events above. Every event's cycle (a new goal, a cancel, new faults, the
+onset, a tolerance exceeded, the end) is this class's, which stays the reference implementation:
+the tests compare the two cycle by cycle.
 """
 
 from __future__ import annotations
@@ -34,6 +40,14 @@ from mj_manipulator_ros.sim.goal import (
     ControllerGoal, GoalTicket)
 from mj_manipulator_ros.sim.sim_config import ArmFaults
 
+try:
+    from mj_manipulator_ros.sim import _follow_kernel as KERNEL
+except ImportError:  # not built (no compiler): every cycle runs here
+    KERNEL = None
+
+#: the compiled follower's mode while it follows a goal (its cycles; 0: none, 1: holding)
+KERNEL_FOLLOWING = 2
+
 #: Motion onset: the first cycle, once the trajectory proper has begun (now >= stamp + first
 #: time_from_start), at which the reference departs from the first point by more than this (rad).
 ONSET_THRESHOLD = 1e-9
@@ -45,6 +59,8 @@ class TrajectoryFollower:
     def __init__(self, joint_names: tuple[str, ...], hold: np.ndarray,
                  faults: ArmFaults = ArmFaults()) -> None:
         self.joint_names = joint_names
+        self._kernel = None        # the compiled follower, once bound
+        self._kernel_goal: Optional[GoalTicket] = None   # the goal it was loaded with
         self.faults = faults
         self._lock = threading.Lock()
         self._pending: Optional[GoalTicket] = None
@@ -55,7 +71,63 @@ class TrajectoryFollower:
         self._start = self._first = self._end = 0.0
         self._ref0: Optional[np.ndarray] = None
         self.reference: Optional[np.ndarray] = None
-        self.position = self._hold  # the latest position reference (J,)
+        self._command = self._hold.copy()  # the latest position reference (J,)
+
+    @property
+    def position(self) -> np.ndarray:
+        """The latest position reference (J,), a copy."""
+        return self._command.copy()
+
+    @property
+    def faults(self) -> ArmFaults:
+        return self._faults
+
+    @faults.setter
+    def faults(self, value: ArmFaults) -> None:
+        self._faults = value
+        # the compiled cycles know none of these faults: with one, every cycle runs here
+        self._kernel_faults_ok = (not value.stall and value.abort_after_s is None and
+                                  value.clock_offset_s == 0 and value.clock_step_s == 0)
+        if self._kernel is not None:
+            self._kernel.dirty = 1
+
+    def bind(self, qpos: np.ndarray, qvel: np.ndarray, ctrl: np.ndarray, qadr: int, vadr: int,
+             cadr: int):
+        """Physics owner, before its thread starts: let the compiled follower run this arm's
+        steady cycles on ``qpos[qadr:qadr+J]``, ``qvel[vadr:...]``, writing ``ctrl[cadr:...]``
+        (the MjData's arrays). Returns it (None when it is not built)."""
+        if KERNEL is None:
+            return None
+        self._command = np.array(self._command, dtype=float)
+        self._kernel = KERNEL.Follow(qpos, qvel, ctrl, qadr, vadr, cadr, self._command)
+        self._sync_kernel()
+        return self._kernel
+
+    def _sync_kernel(self) -> None:
+        """After a cycle run here: hand the next ones to the compiled follower, as the state
+        now is (holding, or the active goal loaded once), or keep them (a fault it lacks)."""
+        k = self._kernel
+        if k is None:
+            return
+        t = self._active
+        if not self._kernel_faults_ok:
+            if k.mode:
+                k.python()
+            return
+        if t is None:
+            k.hold(self._hold)
+            return
+        if self._kernel_goal is not t or k.mode != KERNEL_FOLLOWING:
+            tol = t.goal.tolerances
+            k.follow(self._spline.parts(), self._pre.parts() if self._pre is not None else None,
+                     self._start, self._first, self._end,
+                     np.ascontiguousarray(tol.path_position, dtype=float),
+                     np.ascontiguousarray(tol.path_velocity, dtype=float),
+                     self._path_position, self._path_velocity,
+                     np.ascontiguousarray(self._p0, dtype=float), t.feedback,
+                     t.motion_onset is None)
+            self._kernel_goal = t
+        k.onset_pending = t.motion_onset is None
 
     # ---- any thread ---------------------------------------------------------------------------
     def submit(self, goal: ControllerGoal) -> GoalTicket:
@@ -64,11 +136,15 @@ class TrajectoryFollower:
             if self._pending is not None:  # never picked up: preempted before it started
                 self._finish(self._pending, "aborted", INVALID_GOAL, PREEMPTED_MESSAGE)
             self._pending = ticket
+            if self._kernel is not None:
+                self._kernel.dirty = 1
         return ticket
 
     def cancel(self, ticket: GoalTicket) -> None:
         with ticket.lock:
             ticket.cancel_requested = True
+        if self._kernel is not None:
+            self._kernel.dirty = 1
 
     @property
     def active(self) -> Optional[GoalTicket]:
@@ -77,8 +153,12 @@ class TrajectoryFollower:
     # ---- physics thread -----------------------------------------------------------------------
     def update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         """One control cycle (see :meth:`_update`); :attr:`position` keeps what it returned."""
-        self.position = self._update(now, q, qd)
-        return self.position
+        if self._kernel is not None:
+            self._kernel.dirty = 0   # before the slot is read: a later submit sets it again
+        command = self._update(now, q, qd)
+        self._command[:] = command
+        self._sync_kernel()
+        return command
 
     def _update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         """One control cycle. Returns the position reference (J,); :attr:`reference` holds the
@@ -152,6 +232,7 @@ class TrajectoryFollower:
         if self._active is not None:
             self._hold = np.array(q, dtype=float)
             self._finish(self._active, "aborted", PATH_TOLERANCE_VIOLATED, text)
+        self._sync_kernel()
 
     def _activate(self, ticket: GoalTicket, now: float, q: np.ndarray, qd: np.ndarray) -> None:
         goal = ticket.goal
@@ -180,17 +261,14 @@ class TrajectoryFollower:
         ticket.picked_up_at = now
 
     def _record(self, t: GoalTicket, now: float, ref: np.ndarray, q, qd, error) -> None:
-        """The feedback fields, replaced whole (``ref`` rows are fresh or never modified)."""
+        """The feedback, written in one operation (``GoalTicket.latest`` copies it in one)."""
         err = float(np.abs(error).max()) if q.size else 0.0
         # as JTC: the index of the segment's end point (0 before the first point, N after the last)
         local = now - self._start
         index = bisect.bisect_right(self._times, local)
-        with t.lock:
-            t.time, t.index = now, index
-            t.desired, t.desired_velocity, t.desired_acceleration = ref[0], ref[1], ref[2]
-            t.actual, t.actual_velocity = q, qd
-            if err > t.max_tracking_error:
-                t.max_tracking_error = err
+        worst = t.feedback[-1]
+        t.feedback[:] = np.concatenate((ref.ravel(), q, qd,
+                                        (now, index, err if err > worst else worst)))
         if t.motion_onset is None and local >= self._times[0] and \
                 np.abs(ref[0] - self._p0).max() > ONSET_THRESHOLD:
             with t.lock:
@@ -205,9 +283,10 @@ class TrajectoryFollower:
 
     def _finish(self, ticket: GoalTicket, outcome: str, code: int, text: str) -> None:
         with ticket.lock:
-            if ticket.actual is not None and ticket.goal.trajectory.positions.size:
+            actual = ticket.actual
+            if actual is not None and ticket.goal.trajectory.positions.size:
                 ticket.final_error = float(np.max(np.abs(
-                    ticket.actual - ticket.goal.trajectory.positions[-1])))
+                    actual - ticket.goal.trajectory.positions[-1])))
             ticket.outcome, ticket.error_code, ticket.error_string = outcome, code, text
         ticket.done.set()
         if ticket is self._active:
