@@ -14,6 +14,10 @@
    without the physics thread's SCHED_FIFO request: worst stall, worst lag, achieved real-time
    factor (``loaded``).
 
+4. The physics thread beside one busy Python thread of its own process, per switch interval
+   (``sim.switch_interval_s``): control cycles a second (pacing off), and the busy thread's
+   speed against its speed alone (``switch_interval``).
+
 Usage: python bench/sim_bench.py [--executions 100] [--loaded-only]
 """
 
@@ -226,6 +230,50 @@ def loaded(busy: tuple[int, ...] = (0, 1, 2, 3), seconds: float = 6.0) -> list[d
     return rows
 
 
+def switch_interval(intervals=(0.005, 0.002, 0.001, 0.0005, 0.0002), seconds=2.0) -> list:
+    """Per interval: the simulator's control cycles a second (pacing off, synchronous cycles)
+    beside one busy Python thread, and that thread's speed beside it / alone."""
+    import sys
+    import threading
+
+    cfg = sim_config(load_config(config_file("sim_openarm.yaml")))
+    scene = cfg.build_scene()
+
+    def busy_for(s: float, beside=None) -> int:
+        stop, count = threading.Event(), [0]
+
+        def spin():
+            x = 0
+            while not stop.is_set():
+                x += 1
+            count[0] = x
+        t = threading.Thread(target=spin)
+        t.start()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < s:
+            if beside is None:
+                time.sleep(0.01)
+            else:
+                beside()
+        stop.set()
+        t.join()
+        return count[0]
+
+    saved, rows = sys.getswitchinterval(), []
+    try:
+        for interval in intervals:
+            sys.setswitchinterval(interval)
+            shared = SharedModel(scene, cfg.sim)
+            beside = busy_for(seconds, shared.step_cycle)
+            alone = busy_for(seconds)
+            rows.append({"switch_interval_ms": interval * 1e3,
+                         "cycles_per_s": round(shared.cycles / seconds),
+                         "busy_thread_speed": round(beside / alone, 3)})
+    finally:
+        sys.setswitchinterval(saved)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--executions", type=int, default=100)
@@ -233,14 +281,16 @@ def main() -> None:
                         help="only the loaded-machine timekeeping rows")
     args = parser.parse_args()
     rows = loaded()
+    switching = switch_interval()
     if args.loaded_only:
-        print(json.dumps({"benchmark": "simulator", "cpus": os.cpu_count(), "loaded": rows},
-                         indent=2))
+        print(json.dumps({"benchmark": "simulator", "cpus": os.cpu_count(), "loaded": rows,
+                          "switch_interval": switching}, indent=2))
         return
     skew = start_skew(args.executions)   # before pinning to one core
     rtf = real_time_factor()
     print(json.dumps({"benchmark": "simulator", "cpus": os.cpu_count(), "real_time_factor": rtf,
-                      "start_skew": skew, "loaded": rows}, indent=2))
+                      "start_skew": skew, "loaded": rows, "switch_interval": switching},
+                     indent=2))
 
 
 if __name__ == "__main__":

@@ -184,3 +184,28 @@ def test_health_on_diagnostics_and_a_summary_on_exit(ros, processes, tmp_path) -
     assert {s.message for s in got[-1].status[1:]} == {"holding"}
     line = sim.stdout.read()
     assert "control cycles, achieved real-time factor" in line and "worst stall" in line
+
+
+def test_physics_threads_hold_the_switch_interval_low_and_put_it_back(tmp_path) -> None:
+    """While any physics thread runs the process's switch interval is at most
+    ``sim.switch_interval_s``; the last one to stop puts the old value back."""
+    from mj_manipulator_ros.sim.shared_model import SharedModel
+
+    saved = sys.getswitchinterval()
+    a = SharedModel.from_config(tiny_config(tmp_path, sim={"switch_interval_s": 0.001}))
+    b = SharedModel.from_config(tiny_config(tmp_path, sim={"switch_interval_s": 0.0002}))
+    off = SharedModel.from_config(tiny_config(tmp_path, sim={"switch_interval_s": 0.0}))
+    try:
+        a.start()
+        assert sys.getswitchinterval() == pytest.approx(0.001)
+        b.start()
+        assert sys.getswitchinterval() == pytest.approx(0.0002)
+        off.start()
+        a.stop()
+        assert sys.getswitchinterval() == pytest.approx(0.0002)   # b still runs
+        b.stop()
+        assert sys.getswitchinterval() == pytest.approx(saved)
+    finally:
+        for s in (a, b, off):
+            s.stop()
+    assert sys.getswitchinterval() == pytest.approx(saved)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import errno
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -70,6 +71,34 @@ DIVERGED_SPEED = 1e3
 
 #: with use_sim_time, a pacing deficit beyond this (s) is dropped: physics is the clock
 PACING_SLACK_S = 0.5
+
+
+class _SwitchInterval:
+    """The process's Python thread switch interval, lowered while any physics thread runs
+    (``sim.switch_interval_s``) and put back when the last one stops."""
+
+    _lock = threading.Lock()
+    _holders: list[float] = []
+    _saved: Optional[float] = None
+
+    @classmethod
+    def hold(cls, interval: float) -> bool:
+        if interval <= 0:
+            return False
+        with cls._lock:
+            if not cls._holders:
+                cls._saved = sys.getswitchinterval()
+            cls._holders.append(interval)
+            sys.setswitchinterval(min(min(cls._holders), cls._saved))
+        return True
+
+    @classmethod
+    def release(cls, interval: float) -> None:
+        with cls._lock:
+            cls._holders.remove(interval)
+            sys.setswitchinterval(min(cls._holders + [cls._saved]))
+            if not cls._holders:
+                cls._saved = None
 
 
 class SharedModel:
@@ -212,6 +241,7 @@ class SharedModel:
 
     # ---- the physics thread -------------------------------------------------------------------
     def start(self) -> "SharedModel":
+        self._switch_held = _SwitchInterval.hold(self.settings.switch_interval_s)
         self._thread = threading.Thread(target=self._loop, name="mjmr-physics", daemon=True)
         self._thread.start()
         return self
@@ -222,6 +252,9 @@ class SharedModel:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 raise TimeoutError(f"physics thread did not stop within {timeout} s")
+        if getattr(self, "_switch_held", False):
+            self._switch_held = False
+            _SwitchInterval.release(self.settings.switch_interval_s)
 
     def step_cycle(self) -> Optional[Snapshot]:
         """One control cycle: controllers, then physics steps. Physics thread only (or a test

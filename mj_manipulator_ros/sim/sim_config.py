@@ -214,6 +214,13 @@ class SimSettings:
         "doc": "the physics thread asks for SCHED_FIFO at this priority when paced (as "
                "ros2_control's controller manager does); refused (no permission, not Linux): "
                "one warning. 0: not asked", "min": 0, "max": 99})
+    switch_interval_s: float = field(default=0.0005, metadata={
+        "doc": "while the physics thread runs, the process's Python thread switch interval "
+               "(sys.setswitchinterval) is at most this, s: a thread waiting for the "
+               "interpreter gets it within about this long. Python's 5 ms let one busy Python "
+               "thread of the same process hold physics to about 190 control cycles a second "
+               "(0.38x real time at 500 Hz); 0.5 ms: about 1,580 (docs/simulator.md). 0: left "
+               "as it is", "min": 0.0})
     gravity_compensation: GravityCompensation = field(default=GravityCompensation.ACTUATOR, metadata={
         "doc": "actuator: the arms' weight carried through each joint's actuators (actgravcomp, "
                "as a real arm's gravity feed-forward: in the effort, within the force range); "
