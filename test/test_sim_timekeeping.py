@@ -94,6 +94,7 @@ def test_a_physics_stall_aborts_naming_the_simulator_not_an_arm(ros, tmp_path) -
                for r in report.arms.values())
     assert all(r.max_tracking_error < 0.05 for r in report.arms.values())  # no arm blamed
     assert health.aborts >= 1 and health.worst_lag_s > 0.3
+    assert health.worst_active_lag_s > 0.3   # the stall came while the goals ran
 
 
 def test_idle_the_clock_reanchors_and_says_so(ros, tmp_path) -> None:
@@ -110,6 +111,7 @@ def test_idle_the_clock_reanchors_and_says_so(ros, tmp_path) -> None:
     finally:
         sim.close()
     assert health.reanchors >= 1 and health.aborts == 0
+    assert health.worst_lag_s > 0.3 and health.worst_active_lag_s == 0.0   # no goal ran
     assert lag_after < 0.05
 
 

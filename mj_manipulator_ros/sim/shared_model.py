@@ -386,6 +386,9 @@ class SharedModel:
                     if lag > PACING_SLACK_S:
                         clock.anchor(sim_time)
                     continue
+                if lag > period and lag > self._health.worst_active_lag and \
+                        any(c.active is not None for c in self.controllers.values()):
+                    self._health.worst_active_lag = lag   # (only a lag above one period counts)
                 if lag > period and time.monotonic() - warned_at > 1.0:
                     warned_at = time.monotonic()
                     self.on_event("warn", f"simulator behind real time by {lag * 1e3:.1f} ms "
@@ -430,7 +433,7 @@ class _HealthMeter:
 
     def __init__(self, period: float) -> None:
         self.period = period
-        self.lag = self.worst_lag = self.worst_stall = 0.0
+        self.lag = self.worst_lag = self.worst_stall = self.worst_active_lag = 0.0
         self.aborts = self.reanchors = 0
         self._last: Optional[float] = None
         self._samples: collections.deque = collections.deque(maxlen=64)
@@ -457,7 +460,7 @@ class _HealthMeter:
             if end[0] > start[0]:
                 factor = (end[1] - start[1]) / (end[0] - start[0])
         return SimHealth(cycles, factor, self.lag, self.worst_lag, self.worst_stall,
-                         self.aborts, self.reanchors, scheduling)
+                         self.aborts, self.reanchors, scheduling, self.worst_active_lag)
 
 
 def _physical_arms(scene: Scene, settings: SimSettings) -> dict[str, str]:

@@ -67,6 +67,8 @@ class SimHealth:
         reanchors: times the clock re-anchored while idle.
         scheduling: what the physics thread's scheduling request got ("SCHED_FIFO 50",
             "not requested", or why it was refused).
+        worst_active_lag_s: the largest lag seen while a goal was active (s): what
+            ``sim.max_lag_s`` is compared with.
     """
 
     cycles: int
@@ -77,9 +79,11 @@ class SimHealth:
     aborts: int
     reanchors: int
     scheduling: str
+    worst_active_lag_s: float = 0.0
 
     def summary(self) -> str:
         return (f"{self.cycles} control cycles, achieved real-time factor "
                 f"{self.real_time_factor:.2f}, worst stall {self.worst_stall_s * 1e3:.1f} ms, "
-                f"worst lag {self.worst_lag_s * 1e3:.1f} ms, {self.aborts} goal(s) aborted for "
+                f"worst lag {self.worst_lag_s * 1e3:.1f} ms (with a goal active "
+                f"{self.worst_active_lag_s * 1e3:.1f} ms), {self.aborts} goal(s) aborted for "
                 f"lag, {self.reanchors} re-anchor(s); physics thread {self.scheduling}")

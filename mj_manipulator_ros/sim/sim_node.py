@@ -214,6 +214,8 @@ class SimNode:
             KeyValue(key="target real-time factor", value=f"{s.real_time_factor:g}"),
             KeyValue(key="lag (ms)", value=f"{h.lag_s * 1e3:.1f}"),
             KeyValue(key="worst lag (ms)", value=f"{h.worst_lag_s * 1e3:.1f}"),
+            KeyValue(key="worst lag with a goal active (ms)",
+                     value=f"{h.worst_active_lag_s * 1e3:.1f}"),
             KeyValue(key="worst stall (ms)", value=f"{h.worst_stall_s * 1e3:.1f}"),
             KeyValue(key="control cycles", value=str(h.cycles)),
             KeyValue(key="goals aborted for lag", value=str(h.aborts)),
