@@ -305,3 +305,36 @@ def test_joint_states_received_before_the_first_clock_do_not_count_as_an_offset(
         monitor.close()
         node.destroy_node()
         pub_node.destroy_node()
+
+
+def test_a_clock_that_stands_still_is_said_not_counted_as_one_message(ros) -> None:
+    """Joint states keep arriving while this process's clock does not advance (sim time with
+    /clock stopped): the reason says the clock stood still and how far the stamps went, not
+    '1 joint-state message(s)' (what a CI failure of the HIL sign-flip test said)."""
+    from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
+
+    names = ["a", "b"]
+    node = rclpy.create_node("stuck_clock_listener", context=ros.context)
+    pub_node = rclpy.create_node("stuck_clock_publisher", context=ros.context)
+    pub = pub_node.create_publisher(JointState, "/stuck_clock_states", 10)
+    monitor = JointStateMonitor(node, ["/stuck_clock_states"], lambda: 100.0)
+    executor = rclpy.executors.SingleThreadedExecutor(context=ros.context)
+    executor.add_node(node)
+    try:
+        deadline = time.monotonic() + 10
+        stamp = 99.0
+        while time.monotonic() < deadline and len(monitor._diffs["a"]) < 20:
+            stamp += 0.01
+            msg = JointState(name=names, position=[0.0, 0.0])
+            msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp), int(stamp % 1 * 1e9)
+            pub.publish(msg)
+            executor.spin_once(timeout_sec=0.05)
+        assert monitor.clock_offset(names) is None
+        why = monitor.offset_shortfall(names)
+        assert "clock stood at 100.000 s" in why and "not advancing" in why, why
+        assert int(why.split()[0]) >= 20
+    finally:
+        executor.shutdown()
+        monitor.close()
+        node.destroy_node()
+        pub_node.destroy_node()

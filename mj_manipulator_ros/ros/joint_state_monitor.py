@@ -126,8 +126,16 @@ class JointStateMonitor:
         with self._cond:
             never = [j for j in joints if j not in self._latest]
             rows = [r for j in joints for (r, _) in self._diffs.get(j, ()) if now - r <= self._window_s]
+            # every message of the window received at one clock reading: the clock stood
+            held = [r - d for (r, d) in self._diffs.get(joints[0], ()) if r == now] \
+                if joints and len(set(rows)) == 1 else []
         if never:
             return f"no joint state ever received for {never}"
+        if len(held) > 1:
+            return (f"{len(held)} joint-state messages arrived while this process's clock stood "
+                    f"at {now:.3f} s (their stamps advanced {max(held) - min(held):.3f} s): its "
+                    "clock is not advancing (on sim time: /clock stopped arriving, or this "
+                    "process stopped handling it)")
         received = sorted(set(rows))
         span = received[-1] - received[0] if received else 0.0
         return (f"{len(received)} joint-state message(s) in the last {self._window_s:g} s "
