@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from rclpy.executors import Executor
+from rclpy.executors import Executor, ExternalShutdownException
+
+log = logging.getLogger(__name__)
+
+#: a spin thread that meets this many callback exceptions within one second stops (a callback
+#: that fails on every message would otherwise spin the CPU); each is logged with its traceback
+MAX_ERRORS_PER_S = 20
 
 
 class BackgroundSpinner:
@@ -16,6 +23,11 @@ class BackgroundSpinner:
     node). Code that *sends* action requests must not use this: it must spin the executor on the
     thread that makes the requests (see ``mj_manipulator_ros.ros.arm_client``, rclpy#1123).
 
+    A callback that raises is logged with its traceback and the thread spins on: rclpy's
+    ``spin()`` ends at the first exception, and a thread that ended silently stopped every
+    callback of its nodes at once (on sim time their clock too, with no word). :attr:`error`
+    keeps the first exception and :attr:`errors` counts them.
+
     Args:
         executor: the executor to spin; its nodes are already added.
         name: thread name, shown in thread dumps and leak reports.
@@ -24,13 +36,32 @@ class BackgroundSpinner:
     def __init__(self, executor: Executor, name: str) -> None:
         self.executor = executor
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._error: BaseException | None = None
+        self._stopping = threading.Event()
+        self.error: BaseException | None = None
+        self.errors = 0
 
     def _run(self) -> None:
-        try:
-            self.executor.spin()
-        except BaseException as exc:  # noqa: BLE001 - reported by stop()
-            self._error = exc
+        recent: list[float] = []
+        while not self._stopping.is_set():
+            try:
+                self.executor.spin()
+                return                      # shut down
+            except ExternalShutdownException:
+                return
+            except Exception as exc:  # noqa: BLE001 - logged; the nodes stay served
+                if self._stopping.is_set():
+                    return
+                self.errors += 1
+                if self.error is None:
+                    self.error = exc
+                now = time.monotonic()
+                recent = [t for t in recent if now - t < 1.0] + [now]
+                log.error("spin thread %r: a callback raised %s: %s (serving on)",
+                          self._thread.name, type(exc).__name__, exc, exc_info=exc)
+                if len(recent) >= MAX_ERRORS_PER_S:
+                    log.error("spin thread %r: %d callback exceptions within 1 s: stopped",
+                              self._thread.name, len(recent))
+                    return
 
     def start(self) -> "BackgroundSpinner":
         self._thread.start()
@@ -43,6 +74,7 @@ class BackgroundSpinner:
             TimeoutError: the spin thread did not end within ``timeout`` seconds.
         """
         deadline = time.monotonic() + timeout
+        self._stopping.set()
         self.executor.shutdown(timeout_sec=timeout)
         self._thread.join(max(0.0, deadline - time.monotonic()))
         if self._thread.is_alive():
