@@ -263,3 +263,10 @@ def test_a_force_limit_below_the_load_fails_the_jog_by_name(tmp_path) -> None:
     assert f"[FAIL] jog_response left/{J}1" in text and "did not follow" in text, text
     motion = float(text.split("largest joint motion so far ")[1].split()[0])
     assert motion <= 0.1, text
+    # rehearsed: the failed stage says how the simulator kept time, in words and in the records
+    assert "rehearsed: every figure above went through the simulator (target 2x real time)" \
+        in text and "achieved real-time factor" in text, text
+    records = [json.loads(line) for line in
+               next((tmp_path / "r").glob("*/checks.jsonl")).read_text().splitlines()]
+    health = [r for r in records if r.get("event") == "simulator_health"]
+    assert len(health) == 1 and health[0]["stage"] == 2 and health[0]["cycles"] > 0, health

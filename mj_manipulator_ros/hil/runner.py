@@ -8,6 +8,8 @@ canceled, the record says whether each stop was confirmed).
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import signal
 import sys
@@ -132,6 +134,15 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                 gate.record_pass(fp, number, record.dir, forced=force)
             else:
                 say(f"stage {number} FAILED. {st.on_failure}")
+                if session is not None and session.sim_node is not None:
+                    # rehearsed: every figure above went through the simulator and this
+                    # process's executor; how well it kept time belongs beside them
+                    health = session.sim_node.shared.health()
+                    target = session.sim_node.config.sim.real_time_factor
+                    record.event("simulator_health", stage=number,
+                                 target_real_time_factor=target, **dataclasses.asdict(health))
+                    say(f"  rehearsed: every figure above went through the simulator (target "
+                        f"{target:g}x real time): {health.summary()}")
                 code = EXIT_FAILED
                 break
     except Exception as exc:  # noqa: BLE001 - Interrupted, or a fault to record before leaving
