@@ -87,6 +87,9 @@ class ScriptedController:
         self.behavior = Behavior(behavior)
         self.after = after
         self.goals: list[ReceivedGoal] = []
+        #: how each executed goal ended, in order: (its stamp in ns, "succeeded" | "canceled" |
+        #: "preempted" | "aborted" | "shut down")
+        self.outcomes: list[tuple[int, str]] = []
         self.cancel_requests = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -143,12 +146,19 @@ class ScriptedController:
             end = float("inf")
         elif self.behavior is Behavior.EXIT_MID_GOAL:
             end = start + self.after
+        stamp_ns = time_ns(traj.header.stamp)
+
+        def ended(outcome: str) -> None:
+            with self._lock:
+                self.outcomes.append((stamp_ns, outcome))
         while True:
             if goal_handle.is_cancel_requested and self.behavior is not Behavior.IGNORE_CANCEL:
                 goal_handle.canceled()
+                ended("canceled")
                 return Result(error_code=Result.SUCCESSFUL, error_string="canceled")
             if preempted.is_set():
                 goal_handle.abort()
+                ended("preempted")
                 return Result(error_code=Result.INVALID_GOAL,
                               error_string="Current goal preempted by new incoming action.")
             now = self._now()
@@ -166,14 +176,17 @@ class ScriptedController:
             self._stop.wait(min(remaining, 0.005))
         if self._stop.is_set():
             goal_handle.abort()
+            ended("shut down")
             return Result(error_code=Result.INVALID_GOAL, error_string="controller shut down")
         if self.behavior is Behavior.EXIT_MID_GOAL:
             os._exit(3)
         if self.behavior is Behavior.ABORT_AFTER:
             goal_handle.abort()
+            ended("aborted")
             return Result(error_code=Result.PATH_TOLERANCE_VIOLATED,
                           error_string=f"scripted abort {self.after} s after the start")
         goal_handle.succeed()
+        ended("succeeded")
         return Result(error_code=Result.SUCCESSFUL)
 
     def shutdown(self) -> None:
