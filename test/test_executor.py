@@ -335,3 +335,35 @@ def test_a_raising_feedback_handler_fails_the_scope_inside_the_callback(ros) -> 
     assert calls == ["left"]
     assert scope.canceled and scope.failure.reason is FailureReason.EXCEPTION
     assert "feedback handler broke" in scope.failure.error_string
+
+
+def test_a_cancel_while_the_stop_goal_is_in_flight_cancels_the_stop_goal(ros, scripted) -> None:
+    """The controlled stop's goal is still being accepted (a controller slow to accept) when
+    the execution is canceled: each arm waits (bounded) for that answer and cancels the stop
+    goal, which at the controller preempted the plan's goal (regression: the cancel went to the
+    plan's goal; under a burst of Ctrl-C the report said 'aborted', and the stop goal, once
+    accepted, ran on with no one watching it)."""
+    ctl = scripted({"left": ("slow_accept", 0.4), "right": ("slow_accept", 0.4)})
+    with MultiArmExecutor(make_config(start_lead_s=0.8), context=ros.context) as ex:
+        def stop_then_cancel() -> None:
+            deadline = time.monotonic() + 10
+            while (ex.current_stamp is None or ex.now() < ex.current_stamp.seconds + 0.3) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert ex.stop("operator stop")
+            time.sleep(0.15)   # the stop goals are in flight: accepted 0.4 s after sending
+            ex.abort("operator cancel")
+        t = threading.Thread(target=stop_then_cancel)
+        t.start()
+        report = ex.execute(make_plan(duration=4.0))
+        t.join(10)
+    deadline = time.monotonic() + 5
+    while any(len(c.outcomes) < 2 for c in ctl.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for arm, c in ctl.items():
+        assert len(c.goals) == 2, (arm, c.goals)   # the plan's goal, then the stop's
+        ended = dict(c.outcomes)
+        assert ended.get(c.goals[1].stamp_ns) == "canceled", (arm, c.outcomes)   # not running on
+        assert ended.get(c.goals[0].stamp_ns) == "preempted", (arm, c.outcomes)
+        assert report.arms[arm].status is ArmStatus.CANCELED and \
+            report.arms[arm].stop_confirmed, report.summary()

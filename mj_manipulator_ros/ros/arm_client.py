@@ -370,21 +370,33 @@ class ArmRun:
             self.tolerances.fill(goal)
         self.sent.append((self.now(), goal))
         send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
-        if not ch.spin_until(lambda: send_future.done() or self.scope.canceled,
-                             time.monotonic() + s.accept_wait_s) or not send_future.done():
+        ch.spin_until(lambda: send_future.done() or self.scope.canceled,
+                      time.monotonic() + s.accept_wait_s)
+        if not send_future.done():
+            # Canceled while the retimed goal is in flight, or no answer: it may still be
+            # accepted, and then it is the goal running (it preempts the old one at the
+            # controller), so wait (bounded) for the answer in order to cancel that one.
             if not self.scope.canceled:
                 self._fail(FailureReason.NO_RESPONSE, "no accept/reject of the retimed goal "
                            f"within {s.accept_wait_s} s")
-            return None  # the running goal is canceled by run() on the way out
+            if not ch.spin_until(send_future.done, time.monotonic() + s.cancel_wait_s):
+                self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
+                          error_string=self.out.error_string or "retimed goal sent but never "
+                          "answered: it may have been accepted and be running")
+                return None   # run() still cancels the old goal: it may be the one running
         handle = send_future.result()
         if not handle.accepted:
-            self._fail(FailureReason.GOAL_REJECTED, f"retimed goal rejected by {ch.arm.action_name}")
-            return None
+            if not self.scope.canceled:
+                self._fail(FailureReason.GOAL_REJECTED,
+                           f"retimed goal rejected by {ch.arm.action_name}")
+            return None   # the running goal is canceled by run() on the way out
         self._handle = handle
         self._result_future = handle.get_result_async()
         self.duration_s = trajectory.duration
         self.goal_kind = kind
         self.retimes += 1
+        if self.scope.canceled:
+            return None   # run() cancels the goal just adopted on the way out
         # the replaced goal ends preempted: its result is not this arm's outcome
         ch.spin_until(old_future.done, time.monotonic() + s.cancel_wait_s)
         return self._result_future, stamp.seconds
