@@ -16,7 +16,8 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ArmConfig
 from mj_manipulator_ros.ros.conversion import duration_s, stamp_msg, time_ns
-from mj_manipulator_ros.sim.goal import GoalRequest, GoalTicket, ToleranceRequest, check_goal
+from mj_manipulator_ros.sim.goal import (
+    PREEMPTED_MESSAGE, GoalRequest, GoalTicket, ToleranceRequest, check_goal)
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig
 
@@ -33,6 +34,11 @@ class SimArmServer:
         self._by_goal: dict[bytes, GoalTicket] = {}
         self._early_cancels: set[bytes] = set()
         self._lock = threading.Lock()
+        # goals are handed to the controller in the order they were accepted (as JTC): the
+        # execute callbacks of a multi-threaded executor may run in another order
+        self._accepted = 0                       # goals accepted so far
+        self._order: dict[int, int] = {}         # id(goal request) -> its acceptance number
+        self._submitted = 0                      # the newest acceptance number handed over
         self._reject_armed = self.controller.faults.reject_next_goal
         self.closing = threading.Event()  # set by SimNode.close: every goal ends, none starts
         self._server = ActionServer(
@@ -75,6 +81,9 @@ class SimArmServer:
         if reason:
             self.node.get_logger().error(f"{self.arm.name}: rejecting goal: {reason}")
             return GoalResponse.REJECT
+        with self._lock:
+            self._accepted += 1
+            self._order[id(goal)] = self._accepted
         return GoalResponse.ACCEPT
 
     def _wait_controller_time(self, seconds: float) -> None:
@@ -124,7 +133,15 @@ class SimArmServer:
             return Result(error_code=Result.INVALID_GOAL, error_string=reason)
         if goal.tolerance_warning:
             self.node.get_logger().warning(f"{self.arm.name}: {goal.tolerance_warning}")
-        ticket = self.controller.submit(goal)
+        with self._lock:
+            number = self._order.pop(id(goal_handle.request), self._accepted)
+            stale = number < self._submitted
+            if not stale:
+                self._submitted = number
+                ticket = self.controller.submit(goal)
+        if stale:   # a goal accepted after this one already runs: this one was preempted
+            goal_handle.abort()
+            return Result(error_code=Result.INVALID_GOAL, error_string=PREEMPTED_MESSAGE)
         key = bytes(goal_handle.goal_id.uuid)
         with self._lock:  # a cancel that came before this point was kept: apply it now
             self._by_goal[key] = ticket
@@ -148,6 +165,13 @@ class SimArmServer:
         finally:
             with self._lock:
                 self._by_goal.pop(key, None)
+        try:
+            return self._end(goal_handle, ticket)
+        finally:
+            ticket.result_sent.set()
+
+    def _end(self, goal_handle, ticket: GoalTicket) -> Result:
+        """The goal's final state and result, from its ticket."""
         result = Result(error_code=ticket.error_code, error_string=ticket.error_string)
         if ticket.outcome == "succeeded":
             goal_handle.succeed()

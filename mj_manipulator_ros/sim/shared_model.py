@@ -72,6 +72,10 @@ DIVERGED_SPEED = 1e3
 #: with use_sim_time, a pacing deficit beyond this (s) is dropped: physics is the clock
 PACING_SLACK_S = 0.5
 
+#: after aborting for lag, how long (s, wall) physics waits for the action servers to return
+#: the results before it catches up
+RESULT_FIRST_S = 0.25
+
 
 class _SwitchInterval:
     """The process's Python thread switch interval, lowered while any physics thread runs
@@ -403,10 +407,10 @@ class SharedModel:
             self.on_event("error", f"physics stopped: {type(exc).__name__}: {exc}")
 
     def _over_lag(self, sim_time: float, lag: float, max_lag: float) -> None:
-        """Physics is more than ``max_lag`` behind: abort the active goals, or, idle,
-        re-anchor the clock."""
+        """Physics is more than ``max_lag`` behind: abort the active goals, wait (bounded) for
+        their results to be sent, and re-anchor the clock; idle, re-anchor it."""
         with self.lock:
-            active = [c for c in self.controllers.values() if c.active is not None]
+            active = [c.active for c in self.controllers.values() if c.active is not None]
             text = (f"simulator behind real time by {lag * 1e3:.0f} ms (sim.max_lag_s "
                     f"{max_lag * 1e3:.0f} ms): the simulator, not the arm, could not keep up")
             for controller, qi, vi, _ci, wiring, _kind in self._wiring:
@@ -418,6 +422,16 @@ class SharedModel:
         if active:
             self._health.aborts += len(active)
             self.on_event("error", f"aborted {len(active)} goal(s): {text}")
+            # physics is about to catch up: its burst of states (the arms held while the plan's
+            # time runs on) must not reach a watch before the abort does
+            until = time.monotonic() + RESULT_FIRST_S
+            for ticket in active:
+                ticket.result_sent.wait(max(0.0, until - time.monotonic()))
+            # no goal runs now: drop the deficit as when idle (catching up would play the held
+            # arms against the plan's running time in a burst of states, faster than any
+            # result reaches a watch); the stamps jump forward
+            self.clock.anchor(sim_time)
+            self._health.reanchors += 1
         else:
             self.clock.anchor(sim_time)
             self._health.reanchors += 1
