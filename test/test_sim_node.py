@@ -295,3 +295,21 @@ def test_faults_applied_at_start_are_refused_at_run_time(sim) -> None:
         with pytest.raises(ValueError, match=f"{next(iter(change))}.*wired when the simulator"):
             node.set_faults("left", **change)
     assert node.arms["left"].faults == before
+
+
+def test_goals_take_over_in_the_order_they_were_accepted(sim, client) -> None:
+    """The first goal's execution starts late (a 0.5 s pickup delay) and the second's at once:
+    the second, accepted later, is the one that runs; the first ends preempted without running
+    (regression: the first, handed over last, preempted the second, the goal its client sent
+    last; CI saw it as a test_faults failure)."""
+    node = sim()
+    get, ex, _ = client
+    node.set_faults("left", pickup_delay_s=0.5)
+    first = send(get(), ex, make_goal())
+    node.set_faults("left", pickup_delay_s=0.0)
+    second = send(get(), ex, make_goal(points=((0.5, (0.2, 0.1)), (1.5, (0.4, 0.2)))))
+    assert first.accepted and second.accepted
+    r1, r2 = result(ex, first), result(ex, second)
+    assert r1.status == GoalStatus.STATUS_ABORTED and r1.result.error_code == -1 and \
+        "preempted" in r1.result.error_string, r1
+    assert r2.status == GoalStatus.STATUS_SUCCEEDED, r2
