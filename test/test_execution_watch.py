@@ -187,6 +187,30 @@ def test_one_message_per_joint_is_merged_and_checked() -> None:
     assert "+5.0000 from the plan" in found.text
 
 
+def test_a_withdrawn_verdict_takes_its_readings_with_it() -> None:
+    """The executor withdraws a verdict read on states that came after an arm's goal ended:
+    that message's figures go with it, the ended arm is no longer judged, the others are."""
+    plan = swing_plan()
+    watch = watch_for(plan)
+    for t in np.arange(0.0, 0.5, 0.01):
+        assert watch.on_joint_state(JOINTS, on_plan(plan, t), 100 + t, 100 + t) is None
+    before = dict(watch.max_tracking_error)
+    q = on_plan(plan, 0.6)
+    q[0] += 0.15                             # the left arm held by its controller, say
+    v = watch.on_joint_state(JOINTS, q, 100.6, 100.6)
+    assert v is not None and v.arm == "left" and watch.max_tracking_error["left"] > 0.14, v
+    watch.done.add("left")
+    watch.withdraw()
+    assert watch.violation is None and watch.max_tracking_error == before
+    q = on_plan(plan, 0.7)
+    q[0] += 0.15
+    assert watch.on_joint_state(JOINTS, q, 100.7, 100.7) is None   # left: no longer judged
+    q = on_plan(plan, 0.8)
+    q[2] += 0.15
+    v = watch.on_joint_state(JOINTS, q, 100.8, 100.8)
+    assert v is not None and v.arm == "right" and v.reason == "tracking_error"
+
+
 def test_an_arm_never_reported_is_not_watched_not_perfect() -> None:
     plan = swing_plan()
     watch = watch_for(plan)

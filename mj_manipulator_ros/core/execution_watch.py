@@ -29,7 +29,6 @@ threshold; freshness, which no message can report, is checked by the caller's cl
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
@@ -122,6 +121,7 @@ class ExecutionWatch:
         self.done: set[str] = set()   # arms no longer watched (their goal ended)
         self.violation: Optional[Violation] = None
         self._layouts: dict[tuple, list] = {}   # joint names of a message -> per-arm indices
+        self._before: tuple = ({}, {}, 0.0)      # the figures before the latest message
 
     def set_start(self, start: float, received: Optional[Mapping[str, float]] = None) -> None:
         """The start stamp, once known (the watch is built before it, off the stamp's path).
@@ -143,6 +143,9 @@ class ExecutionWatch:
         ``velocities``: the message's velocities (else estimated from positions)."""
         if self.violation is not None:
             return None
+        # the figures before this message: a violation withdrawn takes its readings with it
+        self._before = (dict(self.max_tracking_error), dict(self.max_velocity),
+                        self.max_progress_skew)
         t = self.clock.plan_time(stamp)
         q_msg = np.asarray(positions, dtype=float)
         v_msg = None
@@ -320,6 +323,18 @@ class ExecutionWatch:
                               f"arm {behind!r} is {skew * 1e3:.0f} ms behind arm {ahead!r} at plan "
                               f"time {t:.3f} s (max_progress_skew_s {self.max_skew:g})")
         return None
+
+    def withdraw(self) -> None:
+        """Forget the violation and the figures of the message it was read on (the executor
+        learned that an arm's goal had ended before those states: see ``done``); the next
+        message is judged afresh."""
+        self.violation = None
+        tracking, velocity, skew = self._before
+        for arm in self.done:
+            self._progress.pop(arm, None)
+            self.max_tracking_error[arm] = tracking.get(arm)
+            self.max_velocity[arm] = velocity.get(arm)
+        self.max_progress_skew = skew
 
     def _trip(self, reason: str, arm: str, t: float, text: str) -> Violation:
         self.violation = Violation(reason, arm, text, t)

@@ -31,6 +31,7 @@ and the liveness watch.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -60,6 +61,9 @@ SILENCE_PERIODS = 5.0
 #: WALL_BACKSTOP_S): a last bound for a controllers' clock that stopped advancing.
 WALL_BACKSTOP_FACTOR = 10.0
 WALL_BACKSTOP_S = 10.0
+#: How many ready callbacks :meth:`ArmChannel.read_delivered` serves, at most (each
+#: ``spin_once(0)`` serves one; a result, a cancel answer and a few feedback messages).
+DELIVERED_SPINS = 8
 
 FeedbackHook = Callable[[str, FollowJointTrajectory.Feedback], None]
 
@@ -76,6 +80,9 @@ class ArmChannel:
         #: liveness probes go to the action's own cancel service
         self.probe = node.create_client(CancelGoal, f"{arm.action_name}/_action/cancel_goal")
         self._guard = node.create_guard_condition(lambda: None)
+        self._flush_lock = threading.Lock()
+        self._flush_asked: list[threading.Event] = []   # asked, not yet read
+        self._flush_read: list[threading.Event] = []    # read; set once the thread is back
         #: monotonic time the server was (re)discovered; reset when it leaves the graph, so a
         #: restarted server gets discovery_settle_s again
         self.discovered_at: float | None = None
@@ -84,20 +91,56 @@ class ArmChannel:
         """Make a blocked :meth:`spin_until` re-check its condition now (any thread)."""
         self._guard.trigger()
 
+    def request_read(self) -> threading.Event:
+        """Ask this arm's thread to read what has already been delivered to it (a result, a
+        cancel's answer, feedback) and act on it (any thread). The event is set once it has:
+        when the thread is back waiting (or has ended: :meth:`release_reads`)."""
+        event = threading.Event()
+        with self._flush_lock:
+            self._flush_asked.append(event)
+        self._guard.trigger()
+        return event
+
+    def read_delivered(self) -> None:
+        """Serve what is already ready in this arm's executor, without waiting for more (the
+        arm's thread): a result that arrived is read before anything is decided on it."""
+        for _ in range(DELIVERED_SPINS):
+            self.executor.spin_once(timeout_sec=0.0)
+
+    def release_reads(self) -> None:
+        """Set the events of the read requests served so far (the arm's thread, once it has
+        acted on what it read: back waiting, or ending)."""
+        with self._flush_lock:
+            done, self._flush_read = self._flush_read, []
+        for event in done:
+            event.set()
+
+    def _serve_reads(self) -> None:
+        with self._flush_lock:
+            asked, self._flush_asked = self._flush_asked, []
+            self._flush_read.extend(asked)
+        if asked:
+            self.read_delivered()
+
     def spin_until(self, done: Callable[[], bool], deadline: float,
                    max_block: float | None = None) -> bool:
-        """Spin this arm's executor until ``done()`` or the monotonic ``deadline``.
+        """Spin this arm's executor until ``done()`` or the monotonic ``deadline``, serving
+        :meth:`request_read` on the way.
 
         Must be called from the thread that makes this arm's requests.
         Returns ``done()``.
         """
-        while not done():
+        while True:
+            self.release_reads()   # what was read before has been acted on: back waiting
+            self._serve_reads()
+            if done():
+                return True        # the caller acts first; its next wait releases the reads
+            self.release_reads()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return done()
             self.executor.spin_once(
                 timeout_sec=remaining if max_block is None else min(remaining, max_block))
-        return True
 
     def server_present(self) -> bool:
         """Is the action server in the graph? Forgets the discovery time when it is not."""
@@ -192,13 +235,16 @@ class ArmRun:
             text = f"{type(exc).__name__}: {exc}"
             self._fail(FailureReason.EXCEPTION, text)
             self._set(error_string=text)
-        handle, result_future = self._handle, self._result_future
-        if handle is not None and (result_future is None or not result_future.done()):
-            try:
-                self._stop(handle, result_future or handle.get_result_async())
-            except Exception as exc:  # noqa: BLE001
-                self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
-                          error_string=f"stopping failed: {type(exc).__name__}: {exc}")
+        try:
+            handle, result_future = self._handle, self._result_future
+            if handle is not None and (result_future is None or not result_future.done()):
+                try:
+                    self._stop(handle, result_future or handle.get_result_async())
+                except Exception as exc:  # noqa: BLE001
+                    self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
+                              error_string=f"stopping failed: {type(exc).__name__}: {exc}")
+        finally:
+            self.channel.release_reads()
 
     def _run(self):
         ch, s = self.channel, self.settings
@@ -279,6 +325,10 @@ class ArmRun:
             ch.spin_until(lambda: result_future.done() or self.scope.canceled
                           or watch.probe_answered() or self._retime is not None,
                           min(wall_limit, time.monotonic() + CHECK_PERIOD_S))
+            if self._retime is not None and not result_future.done():
+                # a result already delivered wins: a goal its controller has ended is never
+                # replaced (a controlled stop sent to an arm its controller holds moves it again)
+                ch.read_delivered()
             if self._retime is not None and not self.scope.canceled and not result_future.done():
                 replaced = self._replace_goal(result_future)
                 if replaced is None:

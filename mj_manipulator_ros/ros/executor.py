@@ -54,6 +54,10 @@ NodeFactory = Callable[[str], Node]
 JOIN_SLACK_S = 5.0
 #: how often (s) the watch's freshness check runs while an execution runs
 WATCH_TICK_S = 0.02
+#: the longest (s) a verdict of the watch waits for the arms' threads to read what was already
+#: delivered to them (a controller's result, sent before the joint states judged): they answer
+#: within a millisecond unless starved of the CPU
+READ_DELIVERED_WAIT_S = 0.05
 #: which stop a failure the watch finds calls for (docs/executor.md, "Which stop when"): True:
 #: a controlled stop along the plan (the arms are still controllable; every configuration
 #: passed is one of the synchronized plan); False: every controller's cancel (hold), where the
@@ -137,6 +141,9 @@ class MultiArmExecutor:
         #: with a MuJoCo scene add ``scene_xml`` and ``physics_step``)
         self.record_artifacts: dict[str, str] = {}
         self._last_runs: dict = {}
+        #: the watch's verdicts of the latest execution withdrawn because a controller's result,
+        #: delivered before the joint states they were read on, ended the arm's goal first
+        self.withdrawn_violations: list = []
         #: the start stamp of the running execution (None between executions), for tools that
         #: act at a point of the motion (e.g. the HIL stop-latency stage)
         self.current_stamp: StartStamp | None = None
@@ -334,6 +341,7 @@ class MultiArmExecutor:
                                else (lambda f, sc=scope: self._peer_failed(sc, f)))
         finished = _Countdown(len(runs))
         self._last_runs = runs
+        self.withdrawn_violations = []
         self._controlled_failure = None
         meter = StopMeter({a: plan[a].joint_names for a in plan.arm_names})
         self._meter = meter
@@ -474,10 +482,32 @@ class MultiArmExecutor:
             meter.on_joint_state(names, positions, msg_stamp)
             self._mark_done(watch, runs)
             violation = watch.on_joint_state(names, positions, msg_stamp, received, velocities)
-            if violation is not None:
+            if violation is not None and not self._result_came_first(watch, violation, runs):
                 self._fail(scope, Failure(violation.arm, FailureReason(violation.reason), None,
                                           violation.text))
         self.monitor.listener = on_joint_state
+
+    def _result_came_first(self, watch: ExecutionWatch, violation,
+                           runs: Mapping[str, ArmRun]) -> bool:
+        """Before the watch's verdict is acted on, every arm's thread reads what has already
+        been delivered to it (bounded: ``READ_DELIVERED_WAIT_S``). A controller's result and
+        the joint states published after it arrive on different threads here, in either order:
+        a goal its controller had already ended, read now, wins. The verdict is withdrawn
+        (True) when the arm it names, or another arm with a failed goal, ended meanwhile: the
+        controller's own verdict is then the failure, and the next message is judged without
+        the ended arms. False: act on it."""
+        asked = {a: r.channel.request_read() for a, r in runs.items() if r.out.result_at is None}
+        deadline = time.monotonic() + READ_DELIVERED_WAIT_S
+        for event in asked.values():
+            event.wait(max(0.0, deadline - time.monotonic()))
+        ended = [a for a in asked if runs[a].out.result_at is not None]
+        if violation.arm not in ended and all(
+                runs[a].out.status in (ArmStatus.SUCCEEDED, ArmStatus.STOPPED) for a in ended):
+            return False
+        self._mark_done(watch, runs)
+        watch.withdraw()
+        self.withdrawn_violations.append(violation)
+        return True
 
     def _fail(self, scope: CancelScope, failure: Failure) -> None:
         """A failure the watch found: the stop its reason calls for (``STOP_POLICY``). A
