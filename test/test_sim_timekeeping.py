@@ -9,16 +9,14 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pytest
 import yaml
 
-from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import ArmStatus
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from mj_manipulator_ros.sim.sim_clock import SimClock
 from mj_manipulator_ros.sim.sim_node import SimNode
-from tiny_arm import tiny_config, tiny_mapping
+from tiny_arm import swing, tiny_config, tiny_mapping
 
 CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
 
@@ -46,13 +44,6 @@ def test_the_clock_maps_physics_to_real_time_and_measures_the_lag() -> None:
     assert half(1.0) == pytest.approx(1002.8)   # 1 s of physics takes 2 s at half speed
     sim = SimClock(1.0, use_sim_time=True, wall=wall)
     assert sim(7.25) == 7.25    # on sim time physics is the clock
-
-
-def swing(duration: float = 3.0) -> MultiArmPlan:
-    t = np.linspace(0.0, duration, 31)
-    s = np.sin(np.pi * t / duration) ** 2
-    return MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), t, np.outer(s, [0.4, 0.3]))
-                         for a in ("left", "right")})
 
 
 def test_a_physics_stall_aborts_naming_the_simulator_not_an_arm(ros, tmp_path) -> None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from mj_manipulator_ros.core.config import config_from_mapping
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.sim.sim_config import SimConfig, sim_config
 
 ARM_XML = """
@@ -52,3 +55,11 @@ def tiny_config(tmp_path: Path, arms=("left", "right"), sim: dict | None = None,
                 execution: dict | None = None, separation: float = 1.0) -> SimConfig:
     return sim_config(config_from_mapping(tiny_mapping(tmp_path, arms, sim, execution,
                                                        separation)))
+
+
+def swing(duration: float = 3.0) -> MultiArmPlan:
+    """Both arms out (0.4, 0.3 rad) and back on a sin^2 profile, from rest at 0 to rest at 0."""
+    t = np.linspace(0.0, duration, 31)
+    s = np.sin(np.pi * t / duration) ** 2
+    return MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), t, np.outer(s, [0.4, 0.3]))
+                         for a in ("left", "right")})
