@@ -178,9 +178,32 @@ def test_late_acceptance_fails_and_cancels(run) -> None:
                       start_lead_s=0.1)
     assert report.first_failure.arm == "right"
     assert report.first_failure.reason is FailureReason.LATE_ACCEPTANCE
-    assert "after the start stamp" in report.first_failure.error_string
+    text = report.first_failure.error_string
+    assert "after the start stamp" in text and "the controller took it late" in text, text
     for arm in ("left", "right"):
         assert report.arms[arm].status is ArmStatus.CANCELED and report.arms[arm].stop_confirmed
+
+
+def test_a_late_acceptance_names_the_side_that_was_late() -> None:
+    """The controller's acceptance stamp (its clock) against the start stamp: taken late by the
+    controller, or taken in time and its answer read late here (a loaded executor process)."""
+    from mj_manipulator_ros.ros.arm_client import late_acceptance_text
+
+    stamp = 100.0
+    controller = late_acceptance_text(stamp, 99.75, 100.08, 100.09, 0.25, 0.01)
+    here = late_acceptance_text(stamp, 99.75, 99.80, 100.09, 0.25, 0.01)
+    unknown = late_acceptance_text(stamp, 99.75, None, 100.09, 0.25, 0.01)
+    # stamped on another clock (the simulator's rclpy servers on sim time stamp the wall time)
+    elsewhere = late_acceptance_text(stamp, 99.75, 1.7e9, 100.09, 0.25, 0.01)
+    before_sent = late_acceptance_text(stamp, 99.75, 99.70, 100.09, 0.25, 0.01)
+    assert controller.startswith("goal accepted 90.0 ms after the start stamp (sent at -250.0 ms")
+    assert "taken by the controller at +80.0 ms on its clock: the controller took it late" \
+        in controller and "read here at +90.0 ms" in controller
+    assert "at -200.0 ms on its clock, in time: its answer was read here late" in here
+    assert "did not say" in unknown
+    assert all("a time not on this clock" in t for t in (elsewhere, before_sent))
+    assert "took it late" not in elsewhere and "read here late" not in before_sent
+    assert all("start_lead_s above 0.25 s" in t for t in (controller, here, unknown, elsewhere))
 
 
 def test_late_acceptance_allowed_when_configured(run) -> None:

@@ -48,7 +48,7 @@ from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus, StopKind
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
-from mj_manipulator_ros.ros.conversion import GoalTolerances, time_msg, trajectory_msg
+from mj_manipulator_ros.ros.conversion import GoalTolerances, time_msg, time_ns, trajectory_msg
 
 #: Discovery poll period (s): rclpy has no event for "action server appeared".
 DISCOVERY_PERIOD_S = 0.02
@@ -307,10 +307,10 @@ class ArmRun:
         self._set(accepted_at=self.now(), status=ArmStatus.UNCONFIRMED_STOP)
         late = self.out.accepted_at - stamp.seconds
         if late > 0 and not s.allow_late_acceptance:
-            self._fail(FailureReason.LATE_ACCEPTANCE,
-                       f"goal accepted {late * 1e3:.1f} ms after the start stamp; the arms would "
-                       f"not start together (raise execution.start_lead_s above "
-                       f"{s.start_lead_s} s)")
+            taken_ns = time_ns(handle.stamp)
+            self._fail(FailureReason.LATE_ACCEPTANCE, late_acceptance_text(
+                stamp.seconds, self.out.goal_sent_at, taken_ns * 1e-9 if taken_ns else None,
+                self.out.accepted_at, s.start_lead_s, s.max_clock_offset_s))
         result_future = self._result_future = handle.get_result_async()
         self._await_result(result_future, stamp.seconds)
 
@@ -533,6 +533,34 @@ class ArmRun:
 
 def _succeeded(response) -> bool:
     return response.status == GoalStatus.STATUS_SUCCEEDED and response.result.error_code == 0
+
+
+def late_acceptance_text(stamp_s: float, sent_s: float, taken_s: Optional[float],
+                         read_s: float, lead_s: float, max_offset_s: float) -> str:
+    """Why a goal's acceptance came after its start stamp, from the times the executor knows
+    (s on the controllers' clock): the stamp, when the goal was sent, when the controller took
+    it (the acceptance's own stamp, on the controller's clock; None: not given) and when its
+    answer was read here. Names the side that was late: the controller taking the goal, or
+    this process reading the answer. An acceptance stamp outside [sent, read] by more than the
+    clocks' allowed offset (``max_offset_s``) is on another clock (rclpy stamps it with its
+    node's clock, which need not be the controllers' clock) and is not used."""
+    def ms(t: float) -> str:   # relative to the stamp
+        return f"{(t - stamp_s) * 1e3:+.1f} ms"
+    text = (f"goal accepted {(read_s - stamp_s) * 1e3:.1f} ms after the start stamp (sent at "
+            f"{ms(sent_s)}, ")
+    if taken_s is None:
+        text += "taken by the controller at a time it did not say"
+    elif not sent_s - max_offset_s <= taken_s <= read_s + max_offset_s:
+        text += (f"taken by the controller at a time not on this clock (its acceptance stamp is "
+                 f"{taken_s - stamp_s:+.3f} s from the start stamp)")
+    elif taken_s > stamp_s:
+        text += (f"taken by the controller at {ms(taken_s)} on its clock: the controller took it "
+                 "late (busy, or the goal reached it late)")
+    else:
+        text += (f"taken by the controller at {ms(taken_s)} on its clock, in time: its answer was "
+                 "read here late (this process busy, or the answer slow to arrive)")
+    return (text + f", read here at {ms(read_s)}); the arms would not start together (raise "
+            f"execution.start_lead_s above {lead_s} s)")
 
 
 def gate_wait_s(s: ExecutionSettings) -> float:
