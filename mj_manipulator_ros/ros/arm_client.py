@@ -80,9 +80,9 @@ class ArmChannel:
         #: liveness probes go to the action's own cancel service
         self.probe = node.create_client(CancelGoal, f"{arm.action_name}/_action/cancel_goal")
         self._guard = node.create_guard_condition(lambda: None)
-        self._flush_lock = threading.Lock()
-        self._flush_asked: list[threading.Event] = []   # asked, not yet read
-        self._flush_read: list[threading.Event] = []    # read; set once the thread is back
+        self._read_lock = threading.Lock()
+        self._reads_asked: list[threading.Event] = []   # asked, not yet read
+        self._reads_served: list[threading.Event] = []    # read; set once the thread is back
         #: monotonic time the server was (re)discovered; reset when it leaves the graph, so a
         #: restarted server gets discovery_settle_s again
         self.discovered_at: float | None = None
@@ -96,8 +96,8 @@ class ArmChannel:
         cancel's answer, feedback) and act on it (any thread). The event is set once it has:
         when the thread is back waiting (or has ended: :meth:`release_reads`)."""
         event = threading.Event()
-        with self._flush_lock:
-            self._flush_asked.append(event)
+        with self._read_lock:
+            self._reads_asked.append(event)
         self._guard.trigger()
         return event
 
@@ -110,15 +110,15 @@ class ArmChannel:
     def release_reads(self) -> None:
         """Set the events of the read requests served so far (the arm's thread, once it has
         acted on what it read: back waiting, or ending)."""
-        with self._flush_lock:
-            done, self._flush_read = self._flush_read, []
+        with self._read_lock:
+            done, self._reads_served = self._reads_served, []
         for event in done:
             event.set()
 
     def _serve_reads(self) -> None:
-        with self._flush_lock:
-            asked, self._flush_asked = self._flush_asked, []
-            self._flush_read.extend(asked)
+        with self._read_lock:
+            asked, self._reads_asked = self._reads_asked, []
+            self._reads_served.extend(asked)
         if asked:
             self.read_delivered()
 
