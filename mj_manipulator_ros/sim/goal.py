@@ -95,7 +95,7 @@ class GoalTicket:
     goal: ControllerGoal
     done: threading.Event = field(default_factory=threading.Event)
     #: set by the action server once it has returned the result (the simulator's own abort
-    #: waits for it, bounded, before physics catches up: the result is said first)
+    #: waits for it, bounded, before physics steps on: the result is said first)
     result_sent: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancel_requested: bool = False

@@ -73,7 +73,7 @@ DIVERGED_SPEED = 1e3
 PACING_SLACK_S = 0.5
 
 #: after aborting for lag, how long (s, wall) physics waits for the action servers to return
-#: the results before it catches up
+#: the results before it steps on
 RESULT_FIRST_S = 0.25
 
 
@@ -422,19 +422,16 @@ class SharedModel:
         if active:
             self._health.aborts += len(active)
             self.on_event("error", f"aborted {len(active)} goal(s): {text}")
-            # physics is about to catch up: its burst of states (the arms held while the plan's
-            # time runs on) must not reach a watch before the abort does
+            # the results are said before any later state: the states after this point (the
+            # arms held while the plan's time runs on) must not reach a watch before the abort
             until = time.monotonic() + RESULT_FIRST_S
             for ticket in active:
                 ticket.result_sent.wait(max(0.0, until - time.monotonic()))
-            # no goal runs now: drop the deficit as when idle (catching up would play the held
-            # arms against the plan's running time in a burst of states, faster than any
-            # result reaches a watch); the stamps jump forward
-            self.clock.anchor(sim_time)
-            self._health.reanchors += 1
-        else:
-            self.clock.anchor(sim_time)
-            self._health.reanchors += 1
+        # no goal runs now: the deficit is dropped, never caught up (a catch-up would play the
+        # held arms against the plan's running time in a burst of states); the stamps jump
+        self.clock.anchor(sim_time)
+        self._health.reanchors += 1
+        if not active:
             self.on_event("warn", f"idle and {lag * 1e3:.0f} ms behind real time: the "
                           "simulator's clock re-anchored to now (its stamps jump forward)")
 
