@@ -44,7 +44,8 @@ class JointMismatchError(PlanError):
 
 
 class EmptyTrajectoryError(PlanError):
-    """An arm's trajectory has no points."""
+    """An arm's trajectory has fewer than two points (none, or a single one that moves
+    nothing)."""
 
 
 class ShapeMismatchError(PlanError):

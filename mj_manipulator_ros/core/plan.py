@@ -25,6 +25,43 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _number(value: object, arm: str, what: str, index: int | None = None,
+            joint: str | None = None) -> float:
+    """``value`` as a float: a real number (int or float; NaN and infinities pass, validation
+    names them). Strings, booleans, containers and None are refused, as is an integer too large
+    for a float.
+
+    Raises:
+        PlanError: naming arm, waypoint, joint, the value and what was expected.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise PlanError(f"{what} is {value!r} ({type(value).__name__}); expected a number",
+                        arm=arm, index=index, joint=joint, value=value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise PlanError(f"{what} is {value}, too large for a float; expected a number of at most "
+                        f"{np.finfo(float).max:.3g}", arm=arm, index=index, joint=joint,
+                        value=value) from None
+
+
+def _numbers(arm: str, what: str, row: object, index: int,
+             joint_names: Sequence[str] = ()) -> list[float]:
+    """One waypoint's row of ``what`` as floats (see :func:`_number`).
+
+    Raises:
+        PlanError: the row is not a list of numbers.
+    """
+    if isinstance(row, np.ndarray) and row.ndim == 1 and np.issubdtype(row.dtype, np.number):
+        return [float(x) for x in row]
+    if not isinstance(row, (list, tuple, np.ndarray)):
+        raise PlanError(f"{what} is {row!r} ({type(row).__name__}); expected a list of numbers, "
+                        "one per joint", arm=arm, index=index, value=row)
+    names = list(joint_names) + [None] * len(row)
+    return [_number(x, arm, what[:-1] if what != "velocities" else "velocity", index, names[k])
+            for k, x in enumerate(row)]
+
+
 def _matrix(arm: str, what: str, rows: Sequence[Sequence[float]] | np.ndarray, n_points: int,
             n_joints: int) -> np.ndarray:
     """Stack per-waypoint rows into an (n_points, n_joints) array, naming the first bad row."""
@@ -34,16 +71,19 @@ def _matrix(arm: str, what: str, rows: Sequence[Sequence[float]] | np.ndarray, n
                 f"{what} has shape {rows.shape}, expected ({n_points}, {n_joints}) "
                 f"(points, joints)", arm=arm)
         return _frozen(rows)
+    if not isinstance(rows, (list, tuple, np.ndarray)):
+        raise ShapeMismatchError(f"{what} is {rows!r}; expected one row per waypoint "
+                                 f"({n_points})", arm=arm)
     rows = list(rows)
     if len(rows) != n_points:
         raise ShapeMismatchError(
             f"{what} has {len(rows)} rows, expected one per waypoint ({n_points})", arm=arm)
+    rows = [_numbers(arm, what, row, i) for i, row in enumerate(rows)]
     for i, row in enumerate(rows):
-        size = int(np.size(row))
-        if size != n_joints:
+        if len(row) != n_joints:
             raise ShapeMismatchError(
-                f"{what} has {size} values, expected {n_joints} (one per joint)",
-                arm=arm, index=i, value=size)
+                f"{what} has {len(row)} values, expected {n_joints} (one per joint)",
+                arm=arm, index=i, value=len(row))
     return _frozen(np.reshape(np.asarray(rows, dtype=float), (n_points, n_joints)))
 
 
@@ -67,9 +107,21 @@ class ArmTrajectory:
     arm: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        names = tuple(str(n) for n in self.joint_names)
+        if isinstance(self.joint_names, (str, bytes)) or \
+                not isinstance(self.joint_names, (list, tuple, np.ndarray)) or \
+                not all(isinstance(n, str) for n in self.joint_names):
+            raise PlanError(f"joint_names is {self.joint_names!r}; expected a list of joint "
+                            "names (strings)", arm=self.arm, value=self.joint_names)
+        names = tuple(self.joint_names)
         object.__setattr__(self, "joint_names", names)
-        times = np.asarray(self.times, dtype=float)
+        if isinstance(self.times, np.ndarray) and np.issubdtype(self.times.dtype, np.number):
+            times = np.asarray(self.times, dtype=float)
+        elif isinstance(self.times, (list, tuple, np.ndarray)):
+            times = np.asarray([_number(t, self.arm, "time_from_start", i)
+                                for i, t in enumerate(self.times)], dtype=float)
+        else:
+            raise PlanError(f"times is {self.times!r}; expected one time_from_start per waypoint",
+                            arm=self.arm, value=self.times)
         if times.ndim != 1:
             raise ShapeMismatchError(f"times has shape {times.shape}, expected (N,)", arm=self.arm)
         object.__setattr__(self, "times", _frozen(times))
@@ -87,16 +139,21 @@ class ArmTrajectory:
 
         Velocities and accelerations must be given for every point or for none.
         """
+        if not isinstance(points, (list, tuple)):
+            raise PlanError(f"points is {points!r}; expected a list of waypoints", arm=arm)
         points = list(points)
         times, pos, vel, acc = [], [], [], []
         for i, p in enumerate(points):
+            if not isinstance(p, Mapping):
+                raise PlanError(f"the waypoint is {p!r}; expected a mapping {{time_from_start, "
+                                "positions, velocities?, accelerations?}", arm=arm, index=i)
             unknown = set(p) - {"time_from_start", "positions", "velocities", "accelerations"}
             if unknown:
                 raise PlanError(f"unknown point keys {sorted(unknown)}; expected time_from_start, "
                                 "positions, velocities, accelerations", arm=arm, index=i)
             if "time_from_start" not in p or "positions" not in p:
                 raise PlanError("a point needs time_from_start and positions", arm=arm, index=i)
-            times.append(p["time_from_start"])
+            times.append(_number(p["time_from_start"], arm, "time_from_start", i))
             pos.append(p["positions"])
             vel.append(p.get("velocities"))
             acc.append(p.get("accelerations"))
@@ -111,7 +168,7 @@ class ArmTrajectory:
                                          "them for every point or none", arm=arm, index=missing)
             return rows
 
-        return cls(tuple(joint_names), np.asarray(times, dtype=float), pos,
+        return cls(joint_names, np.asarray(times, dtype=float), pos,
                    optional("velocities", vel), optional("accelerations", acc), arm=arm)
 
     @property

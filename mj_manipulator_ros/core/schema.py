@@ -70,6 +70,11 @@ def convert(value: Any, tp: Any, path: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: expected a number, got {value!r}")
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ConfigError(f"{path}: expected a finite number, got {value} (too large for "
+                              "a float)") from None
         if not math.isfinite(value):
             raise ConfigError(f"{path}: expected a finite number, got {value!r}")
         return float(value)

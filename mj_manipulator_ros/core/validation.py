@@ -5,7 +5,7 @@ The checks, per arm (in this order; each failure is a specific
 
 1. the arm is configured; its joints are exactly the configured ones (no unknown, duplicate or
    missing joint);
-2. at least one waypoint;
+2. at least two waypoints (a single one moves nothing and has no segment to check);
 3. every time, position, velocity and acceleration is finite;
 4. ``time_from_start`` is >= 0 and strictly increasing; the plan is no longer than
    ``execution.max_plan_duration_s`` and has no more than ``max_plan_points`` waypoints (both
@@ -91,9 +91,10 @@ def _arm_problems(arm: str, t: ArmTrajectory, config: ExecutorConfig) -> list[Pl
         return [JointMismatchError(f"missing joint(s) {missing}; expected all of {expected}",
                                    arm=arm, joint=missing[0])]
     n = t.times.shape[0]
-    if n == 0:
-        return [EmptyTrajectoryError("the trajectory has no waypoints; expected at least one",
-                                     arm=arm)]
+    if n < 2:
+        return [EmptyTrajectoryError(
+            f"the trajectory has {'no waypoints' if n == 0 else '1 waypoint'}; expected at least two (the "
+            "start, where the arm is, and where it goes)", arm=arm, value=n)]
 
     problems: list[PlanError] = []
     s = config.execution
