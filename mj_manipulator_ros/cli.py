@@ -181,6 +181,7 @@ def _scene_info(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
+    from mj_manipulator_ros.check.report import not_collidable_lines
     from mj_manipulator_ros.core.errors import MjManipulatorError
     from mj_manipulator_ros.core.config import load_config
     from mj_manipulator_ros.sim.sim_config import sim_config
@@ -197,7 +198,8 @@ def _scene_info(args: argparse.Namespace) -> int:
                 raise MjManipulatorError(f"--timestep must be > 0 s, got {args.timestep}")
             cfg = dataclasses.replace(cfg, scene=dataclasses.replace(cfg.scene, timestep=args.timestep))
         scene = cfg.build_scene()
-        allowed = _allowed_collisions(args.config)
+        checker = _checker(args.config)
+        allowed, hidden = checker.allowed, checker.not_collidable
     except MjManipulatorError as exc:
         print(f"scene-info: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -207,7 +209,8 @@ def _scene_info(args: argparse.Namespace) -> int:
                           "gravity_compensation": cfg.sim.gravity_compensation.value,
                           **step.to_dict(),
                           **({"cosim_exchange": scene.exchange.to_dict()} if scene.exchange
-                             else {}), "allowed_collisions": allowed.to_dict()}, indent=2))
+                             else {}), "allowed_collisions": allowed.to_dict(),
+                          "not_collidable": {k: list(v) for k, v in hidden.items()}}, indent=2))
         return EXIT_OK
     if scene.exchange:
         print(scene.exchange.summary())
@@ -226,16 +229,18 @@ def _scene_info(args: argparse.Namespace) -> int:
         print(f"{c.cap:<11} {c.element[:52]:<52} {c.max_step * 1e3:>11.3f} "
               f"{'yes' if c.ok else 'NO':>3}  {c.cost}")
     print(allowed.table(include_filtered=args.all_pairs))
+    for line in not_collidable_lines(hidden):
+        print(line.strip())
     return EXIT_OK
 
 
-def _allowed_collisions(config_path: str):
-    """The replay check's allowed-collision matrix for a configuration (its kinematic scene, the
-    default margin, the configuration's own entries)."""
+def _checker(config_path: str):
+    """The replay checker of a configuration (its kinematic scene, the default margin, the
+    configuration's own allowed pairs): its ``allowed`` matrix and ``not_collidable`` bodies."""
     from mj_manipulator_ros.check.preflight import scene_checker
     from mj_manipulator_ros.model.limits import load_config_with_model
 
-    return scene_checker(load_config_with_model(config_path)).allowed
+    return scene_checker(load_config_with_model(config_path))
 
 
 def _check_plan(args: argparse.Namespace) -> int:

@@ -50,7 +50,7 @@ def test_execute_prints_json_report_and_exits_0(tmp_path, processes) -> None:
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert set(report) == {"status", "start_stamp", "first_failure", "arms", "preflight_checked",
-                           "record_path", "record_error", "stops"}
+                           "record_path", "record_error", "stops", "not_checked"}
     assert report["status"] == "succeeded" and report["first_failure"] is None
     for arm in ("left", "right"):
         assert set(report["arms"][arm]) == ARM_KEYS
@@ -67,6 +67,18 @@ def test_failure_exits_1(tmp_path, processes) -> None:
     report = json.loads(out.stdout)
     assert report["first_failure"]["arm"] == "right"
     assert report["first_failure"]["reason"] == "goal_rejected"
+
+
+def test_every_controller_rejecting_exits_2_nothing_moved(tmp_path, processes) -> None:
+    """No controller accepted a goal: refused before anything moved (exit 2), told apart from a
+    run that failed while an arm moved (exit 1, above)."""
+    plan, cfg = write_inputs(tmp_path, duration=2.0)
+    controllers(processes, {"left": "reject", "right": "reject"})
+    out = subprocess.run([*CLI, "execute", str(plan), "--config", str(cfg), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert {r["status"] for r in report["arms"].values()} <= {"rejected", "not_sent"}, report
 
 
 def test_bad_plan_exits_2_before_connecting(tmp_path) -> None:

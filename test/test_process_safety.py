@@ -101,6 +101,21 @@ def test_a_nan_joint_state_is_refused_before_anything_moves(ros, processes, tmp_
     assert "expected a finite number" in done.stderr
 
 
+def test_a_controller_clock_off_is_refused_with_exit_2_and_nothing_moves(processes,
+                                                                        tmp_path) -> None:
+    """The clock check's refusal comes before any goal: exit 2 (it was 1, the code of a run that
+    failed while moving)."""
+    config, plan = setup(tmp_path, {"left": [0.0, 0.0], "right": [0.0, 0.0]}, relayed=False)
+    data = yaml.safe_load(config.read_text())
+    data["sim"]["faults"] = {"right": {"clock_offset_s": 0.2}}
+    config.write_text(yaml.safe_dump(data))
+    bag = tmp_path / "sim_bag"
+    done = run_execute(processes, config, plan, record=bag)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "'right'" in done.stderr and "clock" in done.stderr, done.stderr
+    assert moved(bag) < 1e-3
+
+
 def test_joint_states_that_stop_once_moving_fail_the_execution(ros, processes, tmp_path) -> None:
     """Regression: a relay that stops forwarding the right arm's joints once it moves left the
     watch blind: 'succeeded, max progress skew 0.0 ms'."""
@@ -152,7 +167,7 @@ def test_the_default_configuration_refuses_a_colliding_plan(processes, tmp_path)
     assert "preflight_check" not in yaml.safe_load(config.read_text())["execution"]
     bag = tmp_path / "sim_bag"
     done = run_execute(processes, config, plan, record=bag)
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 2, done.stdout + done.stderr   # refused: nothing was sent
     assert "pre-flight check refused the plan" in done.stderr
     assert "left" in done.stderr and "right" in done.stderr
     assert moved(bag) < 1e-3
@@ -166,6 +181,6 @@ def test_the_approach_move_is_checked_too(processes, tmp_path) -> None:
                          relayed=False, separation=0.6, execution={})
     bag = tmp_path / "sim_bag"
     done = run_execute(processes, config, plan, "--approach", record=bag)
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 2, done.stdout + done.stderr   # refused: nothing was sent
     assert "pre-flight check refused the plan" in done.stderr
     assert moved(bag) < 1e-3

@@ -55,6 +55,13 @@ class PreflightCheck:
         self.config = config
         self.last_band: Optional[FailureBand] = None
 
+    @property
+    def not_checked(self) -> tuple[str, ...]:
+        """The configuration's ``scene.allowed_collisions`` pairs this gate skips, each with its
+        reason (and ``[BETWEEN ARMS]`` / ``[WHOLE FIXED BODY]`` where its entry said so): every
+        report of an execution through this gate lists them."""
+        return tuple(self.checker.scope()["configured"])
+
     def __call__(self, plan: MultiArmPlan,
                  held: Optional[Mapping[str, np.ndarray]] = None) -> ReplayReport:
         plan = with_held_arms(plan, held or {}, self.checker.arms)

@@ -41,6 +41,7 @@ from typing import Callable, Mapping, Optional
 import mujoco
 import numpy as np
 
+from mj_manipulator_ros.model.collidable import not_collidable
 from mj_manipulator_ros.model.allowed_collisions import (AllowReason, AllowedCollisionMatrix,
                                                           generate)
 from mj_manipulator_ros.model.arm_binding import ArmBinding
@@ -122,8 +123,10 @@ class PlanReplayChecker:
         verify_margin_rule()
         if allowed is None:
             allowed = generate(model, arms, base_qpos, margin)
-        self.allowed = allowed.with_configured(model, configured) if configured else allowed
+        self.allowed = allowed.with_configured(model, configured, arms) if configured else allowed
         self._allowed_mask = self.allowed.mask(model)
+        #: per arm (and "environment"), bodies whose geoms can touch nothing: never checked
+        self.not_collidable = not_collidable(model, arms)
         self.overflow_states = 0  # states whose contact buffer filled up (contacts dropped)
         self.arms = dict(arms)
         self.arm_names = list(self.arms)
@@ -226,9 +229,10 @@ class PlanReplayChecker:
             (["self"] if self.self_collision else [])
         count = self.allowed.count()
         return {"checked": cats,
+                "not_collidable": {k: list(v) for k, v in self.not_collidable.items()},
                 "allowed": {k: v for k, v in count.items() if k != AllowReason.FILTERED.value},
-                "configured": [f"{p.bodies[0]} x {p.bodies[1]} ({p.detail})"
-                               for p in self.allowed.pairs if p.reason is AllowReason.CONFIGURED]}
+                "configured": [p.describe() for p in self.allowed.pairs
+                               if p.reason is AllowReason.CONFIGURED]}
 
     # ---- construction helpers -----------------------------------------------------------------
     # ---- one state ------------------------------------------------------------------------------

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
+
+from mj_manipulator_ros.core.report import not_checked_lines
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,13 @@ class PairHit:
         return {"arms": list(self.arms), "bodies": list(self.bodies), "geoms": list(self.geoms),
                 "max_penetration": self.max_penetration, "min_distance": self.min_distance,
                 "first_time": self.first_time, "count": self.count}
+
+
+def not_collidable_lines(groups: Mapping[str, Sequence[str]]) -> list[str]:
+    """One line per arm (or the environment) with bodies whose geoms can touch nothing
+    (contype/conaffinity): no check can see them (``model/collidable.py``)."""
+    return [f"  NOT COLLIDABLE ({group}: contype/conaffinity let no geom touch anything; no "
+            f"check sees them): {', '.join(bodies)}" for group, bodies in groups.items()]
 
 
 @dataclass(frozen=True)
@@ -93,8 +102,8 @@ class ReplayReport:
             allowed = ", ".join(f"{n} {r}" for r, n in self.scope["allowed"].items() if n)
             lines.append(f"  checked: {', '.join(self.scope['checked'])}; not counted: "
                          f"{allowed or 'no pairs'} (allowed-collision matrix)")
-            for entry in self.scope["configured"]:
-                lines.append(f"  NOT CHECKED (scene.allowed_collisions): {entry}")
+            lines.extend(not_checked_lines(self.scope["configured"]))
+            lines.extend(not_collidable_lines(self.scope.get("not_collidable", {})))
         if self.band_collision is not None:
             b = self.band_collision
             lines.append(f"  {b['arms'][0]} at plan time {b['t1']:.3f} s and {b['arms'][1]} at "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from mj_manipulator_ros.core.sync import Failure, FailureReason
 
@@ -137,6 +137,12 @@ class ArmReport:
                       "stop": None if stop is None else StopKind(stop)})
 
 
+def not_checked_lines(entries: Sequence[str]) -> list[str]:
+    """One line per configured pair a check skipped (``scene.allowed_collisions``): every report
+    of a check or an execution that skipped one prints them (a configured pair is never silent)."""
+    return [f"  NOT CHECKED (scene.allowed_collisions): {e}" for e in entries]
+
+
 @dataclass(frozen=True)
 class ExecutionReport:
     status: ExecutionStatus
@@ -151,6 +157,9 @@ class ExecutionReport:
     record_error: Optional[str] = None
     #: the controlled stops and pauses of this run, in order (resumed pauses included)
     stops: tuple = ()
+    #: the configuration's ``scene.allowed_collisions`` pairs the pre-flight check skipped,
+    #: each ``"a x b (reason)"`` with what its entry stated explicitly (e.g. ``[BETWEEN ARMS]``)
+    not_checked: tuple[str, ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -166,7 +175,7 @@ class ExecutionReport:
                 "arms": {a: r.to_dict() for a, r in self.arms.items()},
                 "preflight_checked": self.preflight_checked,
                 "record_path": self.record_path, "record_error": self.record_error,
-                "stops": [r.to_dict() for r in self.stops]}
+                "stops": [r.to_dict() for r in self.stops], "not_checked": list(self.not_checked)}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -179,7 +188,8 @@ class ExecutionReport:
         return cls(ExecutionStatus(d["status"]), d["start_stamp"], failure,
                    {a: ArmReport.from_dict(r) for a, r in d["arms"].items()},
                    d.get("preflight_checked"), d.get("record_path"), d.get("record_error"),
-                   tuple(StopRecord.from_dict(r) for r in d.get("stops", ())))
+                   tuple(StopRecord.from_dict(r) for r in d.get("stops", ())),
+                   tuple(d.get("not_checked", ())))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
@@ -188,6 +198,7 @@ class ExecutionReport:
         if self.preflight_checked is False:
             lines.append("  WARNING: pre-flight collision check OFF (execution.preflight_check: "
                          "false): this plan was not replayed for collisions")
+        lines.extend(not_checked_lines(self.not_checked))
         if self.first_failure:
             f = self.first_failure
             lines.append(f"  first failure: {f.arm or 'external'}: {f.reason.value}"

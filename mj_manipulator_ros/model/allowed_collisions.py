@@ -79,6 +79,14 @@ class AllowReason(str, enum.Enum):
 
 _PROVEN = (AllowReason.NEVER, AllowReason.NEVER_TOUCH)
 
+#: keys a ``scene.allowed_collisions`` entry must set to ``true`` to allow a pair that silences
+#: more than one part of the robot's safety: key -> how every report prints it
+EXPLICIT_KEYS = {
+    "between_arms": "BETWEEN ARMS",          # a body of one arm and a body of another arm
+    "whole_fixed_body": "WHOLE FIXED BODY",  # the world body, or a fixed body holding a ground
+}
+_ENTRY_KEYS = {"a", "b", "reason"}
+
 
 @dataclass(frozen=True)
 class AllowedPair:
@@ -96,10 +104,17 @@ class AllowedPair:
     reason: AllowReason
     detail: str
     joints: tuple[str, ...] = ()
+    #: for ``configured``: what the entry stated explicitly (:data:`EXPLICIT_KEYS`)
+    stated: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {"a": self.bodies[0], "b": self.bodies[1], "reason": self.reason.value,
-                "detail": self.detail, "joints": list(self.joints)}
+                "detail": self.detail, "joints": list(self.joints), "stated": list(self.stated)}
+
+    def describe(self) -> str:
+        """``a x b (reason)``, with what the entry stated in capitals (``BETWEEN ARMS``)."""
+        stated = "".join(f" [{EXPLICIT_KEYS[k]}]" for k in self.stated)
+        return f"{self.bodies[0]} x {self.bodies[1]} ({self.detail}){stated}"
 
 
 @dataclass(frozen=True)
@@ -165,19 +180,31 @@ class AllowedCollisionMatrix:
         """Pairs per reason."""
         return {r.value: sum(p.reason is r for p in self.pairs) for r in AllowReason}
 
-    def with_configured(self, model: mujoco.MjModel,
-                        entries: Sequence[Mapping[str, str]]) -> "AllowedCollisionMatrix":
+    def with_configured(self, model: mujoco.MjModel, entries: Sequence[Mapping[str, object]],
+                        arms: Optional[Mapping[str, ArmBinding]] = None
+                        ) -> "AllowedCollisionMatrix":
         """The matrix plus ``scene.allowed_collisions`` entries ``{a, b, reason}`` (body names).
+
+        Two kinds of pair silence more than one part of the robot and are refused unless the
+        entry says so (``true``; printed with the pair by every report that skips it):
+        ``between_arms``, a body of one arm and a body of another (``arms``); and
+        ``whole_fixed_body``, the world body or a body fixed to the world that holds a ground
+        (plane or heightfield): every fixed obstacle it holds is silenced at once.
 
         Raises:
             ConfigError: an unknown body (with the bodies available), a pair of one body, an
-                empty reason, or a pair listed twice by the configuration.
+                empty reason, a pair listed twice by the configuration, a pair of one of the
+                two kinds above without its key, or a key set where it does not apply.
         """
+        owner = {b: name for name, arm in (arms or {}).items() for b in arm.body_ids}
         extra, seen = [], set()
         for i, e in enumerate(entries):
             where = f"scene.allowed_collisions[{i}]"
-            if not isinstance(e, Mapping) or set(e) != {"a", "b", "reason"}:
-                raise ConfigError(f"{where}: expected {{a: BODY, b: BODY, reason: TEXT}}, got {e!r}")
+            if not isinstance(e, Mapping) or not _ENTRY_KEYS <= set(e) \
+                    or not set(e) <= _ENTRY_KEYS | set(EXPLICIT_KEYS):
+                raise ConfigError(f"{where}: expected {{a: BODY, b: BODY, reason: TEXT}} and "
+                                  f"optionally {', '.join(f'{k}: true' for k in EXPLICIT_KEYS)}; "
+                                  f"got {e!r}")
             a, b = (_body_id(model, str(e[k]), where) for k in ("a", "b"))
             if a == b:
                 raise ConfigError(f"{where}: a and b are the same body {e['a']!r}")
@@ -189,8 +216,9 @@ class AllowedCollisionMatrix:
             if key in seen:
                 raise ConfigError(f"{where}: the pair {e['a']!r} x {e['b']!r} is listed twice")
             seen.add(key)
+            stated = _stated(model, e, a, b, owner, where)
             extra.append(AllowedPair((model.body(key[0]).name, model.body(key[1]).name),
-                                     AllowReason.CONFIGURED, reason))
+                                     AllowReason.CONFIGURED, reason, stated=stated))
         return AllowedCollisionMatrix(self.pairs + tuple(extra), self.samples, self.margin,
                                       self.fingerprint)
 
@@ -201,7 +229,8 @@ class AllowedCollisionMatrix:
     @classmethod
     def from_dict(cls, d: Mapping) -> "AllowedCollisionMatrix":
         pairs = tuple(AllowedPair((p["a"], p["b"]), AllowReason(p["reason"]), p["detail"],
-                                  tuple(p.get("joints", ()))) for p in d["pairs"])
+                                  tuple(p.get("joints", ())), tuple(p.get("stated", ())))
+                      for p in d["pairs"])
         return cls(pairs, int(d["samples"]), float(d["margin"]), str(d["fingerprint"]))
 
     def table(self, include_filtered: bool = False) -> str:
@@ -216,7 +245,8 @@ class AllowedCollisionMatrix:
         for p in self.pairs:
             if p.reason is AllowReason.FILTERED and not include_filtered:
                 continue
-            lines.append(f"  {p.bodies[0]} x {p.bodies[1]}: {p.reason.value} ({p.detail})")
+            stated = "".join(f" [{EXPLICIT_KEYS[k]}]" for k in p.stated)
+            lines.append(f"  {p.bodies[0]} x {p.bodies[1]}: {p.reason.value} ({p.detail}){stated}")
         return "\n".join(lines)
 
 
@@ -467,6 +497,56 @@ def _with_margin(model: mujoco.MjModel, margin: float) -> mujoco.MjModel:
     m.geom_margin[active] = margin / 2.0
     m.geom_gap[:] = 0.0
     return m
+
+
+def _stated(model: mujoco.MjModel, entry: Mapping[str, object], a: int, b: int,
+            owner: Mapping[int, str], where: str) -> tuple[str, ...]:
+    """The explicit keys an entry for bodies ``a``, ``b`` needs, checked against what it set.
+
+    Raises:
+        ConfigError: a key the pair needs is not ``true``, or a key is set that does not apply.
+    """
+    names = (model.body(a).name, model.body(b).name)
+    why = {}
+    if a in owner and b in owner and owner[a] != owner[b]:
+        why["between_arms"] = (f"{names[0]!r} belongs to arm {owner[a]!r} and {names[1]!r} to "
+                               f"arm {owner[b]!r}: skipping it silences a collision between "
+                               "two arms")
+    wholes = [n for n, body in zip(names, (a, b)) if _holds_fixed_world(model, body)]
+    if wholes:
+        geoms = [model.geom(g).name or f"geom {g}" for body in (a, b)
+                 if _holds_fixed_world(model, body) for g in _collidable_geoms(model, body)]
+        why["whole_fixed_body"] = (f"{wholes[0]!r} is fixed to the world and holds "
+                                   f"{geoms[:6]}{' ...' if len(geoms) > 6 else ''}: skipping it "
+                                   "silences every one of them (the floor, fixed obstacles) at "
+                                   "once; name the body of the one obstacle instead")
+    for key in EXPLICIT_KEYS:
+        value = entry.get(key, False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}.{key}: expected true or false, got {value!r}")
+        if key in why and not value:
+            raise ConfigError(f"{where}: refused: {why[key]}. If that is really meant, say so "
+                              f"with `{key}: true` (every report then prints the pair as "
+                              f"{EXPLICIT_KEYS[key]})")
+        if value and key not in why:
+            raise ConfigError(f"{where}.{key}: true, but the pair {names[0]!r} x {names[1]!r} is "
+                              f"not {EXPLICIT_KEYS[key].lower()} (remove the key)")
+    return tuple(k for k in EXPLICIT_KEYS if k in why)
+
+
+def _collidable_geoms(model: mujoco.MjModel, body: int) -> list[int]:
+    """The geoms of ``body`` that MuJoCo can report in a contact (contype or conaffinity)."""
+    return [g for g in range(model.ngeom) if model.geom_bodyid[g] == body
+            and (model.geom_contype[g] or model.geom_conaffinity[g])]
+
+
+def _holds_fixed_world(model: mujoco.MjModel, body: int) -> bool:
+    """The world body itself, or a body welded to it that holds a ground (plane, heightfield)."""
+    if body == 0:
+        return True
+    grounds = (mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_HFIELD)
+    return model.body_weldid[body] == 0 and any(
+        model.geom_type[g] in grounds for g in _collidable_geoms(model, body))
 
 
 def _body_id(model: mujoco.MjModel, name: str, where: str) -> int:

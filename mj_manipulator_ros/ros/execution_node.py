@@ -50,7 +50,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import MjManipulatorError
 from mj_manipulator_ros.core.plan import MultiArmPlan
-from mj_manipulator_ros.core.report import ExecutionReport, ExecutionStatus
+from mj_manipulator_ros.core.report import ExecutionReport, ExecutionStatus, not_checked_lines
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason
 from mj_manipulator_ros.ros.conversion import GoalTolerances, split_combined, split_tolerances
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
@@ -115,7 +115,8 @@ class CombinedTrajectoryServer:
         except MjManipulatorError as exc:
             with self._lock:
                 self._reserved = None
-            self.node.get_logger().error(f"rejecting combined goal: {exc}")
+            self.node.get_logger().error("rejecting combined goal: "
+                                         + _with_not_checked(str(exc), self.executor.not_checked))
             return GoalResponse.REJECT
         except Exception as exc:  # noqa: BLE001 - a callback that raises kills the node's spin
             with self._lock:
@@ -297,7 +298,14 @@ def _failure_text(report: ExecutionReport) -> str:
     unconfirmed = report.unconfirmed_arms
     if unconfirmed:
         head += f"; STOP NOT CONFIRMED for {unconfirmed}"
-    return head
+    return _with_not_checked(head, report.not_checked)
+
+
+def _with_not_checked(text: str, not_checked: tuple[str, ...]) -> str:
+    """``text`` with the configured pairs the pre-flight check skipped, one per line, unless it
+    lists them already (a pre-flight refusal's replay report does)."""
+    lines = [line for line in not_checked_lines(not_checked) if line.strip() not in text]
+    return "\n".join([text, *lines])
 
 
 def _merge(goal_joints: list[str], per_arm: dict) -> FollowJointTrajectory.Feedback:

@@ -111,6 +111,9 @@ class MultiArmExecutor:
             # on a simulator at 500 Hz of sim time is 500+ Python callbacks a second per node
             channel_factory = self._default_factory(context, False)
         self._preflight = preflight
+        #: the configured allowed-collision pairs the pre-flight gate skips (``not_checked`` of
+        #: the gate, if it says): every report of this executor lists them
+        self.not_checked: tuple[str, ...] = tuple(getattr(preflight, "not_checked", ()))
         suffix = uuid.uuid4().hex[:6]
         self._clock_node = node_factory(f"mjmr_executor_{suffix}")
         self._clock_spinner = BackgroundSpinner(
@@ -248,10 +251,10 @@ class MultiArmExecutor:
                 if not checked:
                     self.check(plan)
                 if not self._acquire_run_lock(scope):
-                    return _not_sent(plan, scope)
+                    return _not_sent(plan, scope, self.not_checked)
                 try:
                     if scope.canceled:
-                        return _not_sent(plan, scope)
+                        return _not_sent(plan, scope, self.not_checked)
                     self.last_approach_report = None
                     if approach:
                         moved = self._approach(plan, scope)
@@ -259,7 +262,7 @@ class MultiArmExecutor:
                             return moved  # the approach did not succeed: the plan is not run
                     self.check_start(plan, stop=lambda: scope.canceled)
                     if scope.canceled:
-                        return _not_sent(plan, scope)
+                        return _not_sent(plan, scope, self.not_checked)
                     if record is None:
                         return self._execute(plan, scope, tolerances or {})
                     return self._execute_recorded(plan, scope, tolerances or {}, record)
@@ -397,7 +400,8 @@ class MultiArmExecutor:
         failure = self._controlled_failure or scope.failure   # the first one that came
         return ExecutionReport(_overall(reports, failure),
                                None if stamp is None else stamp.seconds, failure, reports,
-                               self._preflight is not None, stops=tuple(self.speed.stops))
+                               self._preflight is not None, stops=tuple(self.speed.stops),
+                               not_checked=self.not_checked)
 
     def set_speed(self, factor: float) -> bool:
         """Change the speed of the running execution, every arm together (any thread): from a
@@ -724,11 +728,13 @@ def join_budget(s: ExecutionSettings, duration: float) -> float:
             + 2 * s.cancel_wait_s + JOIN_SLACK_S)
 
 
-def _not_sent(plan: MultiArmPlan, scope: CancelScope) -> ExecutionReport:
+def _not_sent(plan: MultiArmPlan, scope: CancelScope,
+              not_checked: tuple[str, ...]) -> ExecutionReport:
     """The report of an execution stopped before any goal was sent."""
     reports = {a: ArmReport(ArmStatus.NOT_SENT, None, "stopped before any goal was sent")
                for a in plan.arm_names}
-    return ExecutionReport(_overall(reports, scope.failure), None, scope.failure, reports)
+    return ExecutionReport(_overall(reports, scope.failure), None, scope.failure, reports,
+                           not_checked=not_checked)
 
 
 def _stop_requests(reports: Mapping[str, ArmReport],
