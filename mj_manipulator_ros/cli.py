@@ -1,9 +1,13 @@
 """``mj-manipulator-ros``: the command-line entry point; one subcommand per tool.
 
-Exit codes: 0 success; 1 the operation ran and failed (or found a collision); 2 bad input
-(configuration, plan or arguments), nothing moved; 4 the run succeeded but its record could not
-be written whole (the report is saved elsewhere); 130 interrupted by Ctrl-C (arms stopped
-along the plan; a second Ctrl-C: canceled). Ctrl-Z pauses along the plan, Ctrl-Z again resumes.
+Exit codes (the table in README.md, "Exit codes"): 0 success; 1 the operation ran and failed
+(``execute``: goals were sent, an arm may have moved; ``check-plan``: a collision); 2 refused
+before anything was sent, nothing moved (bad configuration, plan or arguments, validation, the
+pre-flight check, start state, clocks, record space, or an execution that ended before any
+controller accepted a goal); 4 the run succeeded but its record could not be written whole
+(the report is saved elsewhere); 130 interrupted by Ctrl-C (arms stopped along the plan; a
+second Ctrl-C: canceled; before anything was sent: nothing sent). Ctrl-Z pauses along the plan
+(before the start: nothing is sent until Ctrl-Z again), Ctrl-Z again resumes.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import argparse
 import sys
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: ``execute``: refused before any goal was sent (the same code as bad input: nothing moved)
+EXIT_REFUSED = EXIT_BAD_INPUT
 #: ``execute --record``: every arm succeeded, but the bag could not be written whole
 EXIT_RECORD_FAILED = 4
 
@@ -27,40 +33,49 @@ def _execute(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
-    from mj_manipulator_ros.check.preflight import preflight_for
-    from mj_manipulator_ros.core import overrides
-    from mj_manipulator_ros.core.config import ExecutionSettings
-    from mj_manipulator_ros.core.errors import ConfigError, MjManipulatorError, PlanError
-    from mj_manipulator_ros.core.plan_io import load_plan
     from mj_manipulator_ros.core.sync import INTERRUPTED, CancelScope, FailureReason, interrupts_cancel
-    from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
-    from mj_manipulator_ros.model.limits import load_config_with_model
-    from mj_manipulator_ros.ros.executor import MultiArmExecutor
 
-    try:
-        config = load_config_with_model(args.config)
-        config = config.with_execution(**overrides.check(
-            ExecutionSettings, overrides.from_arguments(args, ExecutionSettings), "command line"))
-        plan = load_plan(args.plan)
-        if args.speed is not None:
-            plan = plan.time_scaled(check_speed_factor(args.speed, config))
-        validate_plan(plan, config)
-        artifacts = {}
-        if args.record:
-            if Path(args.record).exists():
-                raise MjManipulatorError(f"--record {args.record}: exists; a bag is never "
-                                         "overwritten (choose a new directory)")
-            if "scene" in config.extra:
-                from mj_manipulator_ros.model.scene import scene_for
-                artifacts = scene_for(config).artifacts()
-    except MjManipulatorError as exc:
-        print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     scope = CancelScope()
     made: list = []   # the executor, once made: the first Ctrl-C is its controlled stop
-    # from here on Ctrl-C stops the arms along the plan (a second one cancels: every arm holds;
-    # before anything is sent, nothing is sent); it never raises
+    # from the first line on, Ctrl-C never raises: before anything is sent nothing is sent (the
+    # run ends canceled, every arm not_sent, exit 130); later it stops the arms along the plan
+    # (a second one cancels: every arm holds)
     with interrupts_cancel(scope, first=lambda: bool(made) and made[0].stop(INTERRUPTED)):
+        from mj_manipulator_ros.check.preflight import preflight_for
+        from mj_manipulator_ros.core import overrides
+        from mj_manipulator_ros.core.config import ExecutionSettings
+        from mj_manipulator_ros.core.errors import MjManipulatorError
+        from mj_manipulator_ros.core.plan_io import load_plan
+        from mj_manipulator_ros.core.report import ArmStatus, not_checked_lines
+        from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
+        from mj_manipulator_ros.model.limits import load_config_with_model
+        from mj_manipulator_ros.ros.executor import MultiArmExecutor
+
+        config = plan = None
+        try:
+            config = load_config_with_model(args.config)
+            config = config.with_execution(**overrides.check(
+                ExecutionSettings, overrides.from_arguments(args, ExecutionSettings),
+                "command line"))
+            plan = load_plan(args.plan)
+            if args.speed is not None:
+                plan = plan.time_scaled(check_speed_factor(args.speed, config))
+            validate_plan(plan, config)
+            artifacts = {}
+            if args.record:
+                if Path(args.record).exists():
+                    raise MjManipulatorError(f"--record {args.record}: exists; a bag is never "
+                                             "overwritten (choose a new directory)")
+                if "scene" in config.extra:
+                    from mj_manipulator_ros.model.scene import scene_for
+                    artifacts = scene_for(config).artifacts()
+        except MjManipulatorError as exc:
+            if scope.canceled:
+                return _interrupted_before_sending(args, scope, config, plan)
+            print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if scope.canceled:
+            return _interrupted_before_sending(args, scope, config, plan)
         try:
             executor = MultiArmExecutor(config, preflight=preflight_for(config))
             executor.record_artifacts = artifacts
@@ -72,12 +87,13 @@ def _execute(args: argparse.Namespace) -> int:
         try:
             report = executor.execute(plan, record=args.record, scope=scope,
                                       approach=args.approach)
-        except (PlanError, ConfigError) as exc:  # not at the plan's start, no room for the
-            print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)   # bag: nothing sent
-            return EXIT_BAD_INPUT
-        except MjManipulatorError as exc:  # refused (pre-flight, clocks): nothing was sent
+        except MjManipulatorError as exc:  # refused (pre-flight, start state, clocks, record
+            # space): nothing was sent
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
-            return EXIT_FAILED
+            for line in not_checked_lines(executor.not_checked):
+                if line.strip() not in str(exc):
+                    print(line, file=sys.stderr)
+            return EXIT_REFUSED
         finally:
             restore()
             executor.close()
@@ -95,7 +111,24 @@ def _execute(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if f is None and report.stops and report.stops[-1].reason == INTERRUPTED:
         return EXIT_INTERRUPTED   # stopped along the plan by Ctrl-C
+    if report.arms and all(r.status in (ArmStatus.NOT_SENT, ArmStatus.REJECTED)
+                           for r in report.arms.values()):
+        return EXIT_REFUSED   # no controller accepted a goal: nothing moved
     return EXIT_FAILED
+
+
+def _interrupted_before_sending(args, scope, config, plan) -> int:
+    """Ctrl-C before the executor existed: the report of an execution canceled with every arm
+    ``not_sent`` (the plan's arms, else the configuration's), printed as ``execute`` prints."""
+    from mj_manipulator_ros.core.report import ArmReport, ArmStatus, ExecutionReport, ExecutionStatus
+
+    arms = plan.arm_names if plan is not None else config.arm_names if config is not None else ()
+    report = ExecutionReport(ExecutionStatus.CANCELED, None, scope.failure,
+                             {a: ArmReport(ArmStatus.NOT_SENT, None,
+                                           "interrupted before any goal was sent")
+                              for a in arms})
+    print(report.to_json() if args.json else report.summary(), flush=True)
+    return EXIT_INTERRUPTED
 
 
 def _pause_on_ctrl_z(executor):
