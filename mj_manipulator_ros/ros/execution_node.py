@@ -243,6 +243,9 @@ class CombinedTrajectoryServer:
             response.success = bool(done)
             response.message = (f"{what}: done" if done else
                                 f"{what}: nothing to {what} (state {self.executor.speed.state})")
+            if done and what == "pause" and self.executor.held_before_start:
+                response.message += (" (before the start: no goal is sent until ~/resume; the "
+                                     "start checks run again then)")
         except MjManipulatorError as exc:
             response.success, response.message = False, f"{what} refused: {exc}"
         except Exception as exc:  # noqa: BLE001 - never out of a callback

@@ -30,7 +30,7 @@ from rclpy.parameter import Parameter
 from mj_manipulator_ros.core.config import ExecutionSettings, ExecutorConfig
 from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.errors import (
-    ExecutionRefusedError, RampLimitError, StartStateError)
+    ExecutionRefusedError, MjManipulatorError, RampLimitError, StartStateError)
 from mj_manipulator_ros.core.execution_watch import ExecutionWatch
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
@@ -130,6 +130,11 @@ class MultiArmExecutor:
         self._preflight_lock = threading.Lock()    # one pre-flight check at a time (its MjData)
         self._scope_lock = threading.Lock()
         self._scopes: set[CancelScope] = set()     # every execution in progress, from its call
+        #: a pause asked while an execution is in progress but not yet running (validation,
+        #: pre-flight, start checks): its reason; nothing is sent until :meth:`resume`
+        self._held: str | None = None
+        self._hold_lock = threading.Lock()         # orders pause/resume against the start
+        self._held_changed = threading.Condition(self._hold_lock)
         self._stuck: set[str] = set()              # arms whose thread outlived its join
         self._closed = False
         self._watch: ExecutionWatch | None = None  # the running execution's watch
@@ -257,12 +262,25 @@ class MultiArmExecutor:
                         return _not_sent(plan, scope, self.not_checked)
                     self.last_approach_report = None
                     if approach:
+                        if not self._hold_while_paused(scope):
+                            return _not_sent(plan, scope, self.not_checked)
                         moved = self._approach(plan, scope)
                         if moved is not None:
                             return moved  # the approach did not succeed: the plan is not run
-                    self.check_start(plan, stop=lambda: scope.canceled)
-                    if scope.canceled:
-                        return _not_sent(plan, scope, self.not_checked)
+                    while True:   # a pause asked during the start checks: hold, check again
+                        if not self._hold_while_paused(scope):
+                            return _not_sent(plan, scope, self.not_checked)
+                        try:
+                            self.check_start(plan, stop=lambda: scope.canceled)
+                        except MjManipulatorError:
+                            if scope.canceled:   # cut short by the stop: not the arms' fault
+                                return _not_sent(plan, scope, self.not_checked)
+                            raise
+                        if scope.canceled:
+                            return _not_sent(plan, scope, self.not_checked)
+                        with self._hold_lock:
+                            if self._held is None:
+                                break
                     if record is None:
                         return self._execute(plan, scope, tolerances or {})
                     return self._execute_recorded(plan, scope, tolerances or {}, record)
@@ -271,6 +289,30 @@ class MultiArmExecutor:
         finally:
             with self._scope_lock:
                 self._scopes.discard(scope)
+            with self._hold_lock:
+                self._held = None
+
+    @property
+    def held_before_start(self) -> bool:
+        """A pause asked before the start holds the execution: nothing is sent until resumed."""
+        return self._held is not None
+
+    def _hold_while_paused(self, scope: CancelScope) -> bool:
+        """Block while a pause asked before the start holds (at most ``execution.max_pause_s``;
+        then the execution ends with nothing sent). Returns False when nothing may be sent."""
+        limit = self.config.execution.max_pause_s
+        deadline = time.monotonic() + limit
+        with self._hold_lock:
+            while self._held is not None and not scope.canceled:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
+                                       f"paused before the start ({self._held}) for longer than "
+                                       f"execution.max_pause_s = {limit:g} s: nothing was sent"))
+                    self._held = None
+                    break
+                self._held_changed.wait(min(left, 0.1))  # and look at the scope again
+        return not scope.canceled
 
     def _execute_recorded(self, plan: MultiArmPlan, scope: CancelScope,
                           tolerances: Mapping[str, GoalTolerances], path) -> ExecutionReport:
@@ -447,7 +489,15 @@ class MultiArmExecutor:
         Raises:
             RampLimitError: no stop within the limits from here (nothing was sent).
         """
-        return self.speed.pause(reason)
+        with self._hold_lock:
+            if self.speed.pause(reason):
+                return True
+            with self._scope_lock:
+                in_progress = bool(self._scopes)
+            if in_progress and self._held is None and self.speed.state == "idle":
+                self._held = reason   # not running yet: nothing is sent until resumed
+                return True
+            return False
 
     def resume(self, factor: float | None = None) -> bool:
         """Continue a paused execution from a new shared stamp, ramping up along the plan to
@@ -461,6 +511,11 @@ class MultiArmExecutor:
         """
         if factor is not None:
             check_speed_factor(factor, self.config)
+        with self._hold_lock:
+            if self._held is not None:   # paused before the start: the start checks follow
+                self._held = None
+                self._held_changed.notify_all()
+                return True
         return self.speed.resume(factor)
 
     def _check_resume(self, pose: MultiArmPlan) -> None:
@@ -475,7 +530,16 @@ class MultiArmExecutor:
         watch = self._watch  # built before the stamp (sampling the plan is off its path)
         watch.set_start(stamp.seconds, self.monitor.received(
             [j for arm in plan.arm_names for j in plan[arm].joint_names]))
-        self.speed.begin(plan, runs, watch.clock, scope, stamp.seconds)
+        with self._hold_lock:
+            self.speed.begin(plan, runs, watch.clock, scope, stamp.seconds)
+            held, self._held = self._held, None
+            if held is not None:   # asked between the last start check and the stamp
+                try:
+                    self.speed.pause(held)
+                except RampLimitError as exc:
+                    scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
+                                       f"{held} (controlled stop impossible: {exc}; canceled "
+                                       "instead)"))
         with self._scope_lock:
             self._running = (plan, runs, watch.clock, scope)
 
