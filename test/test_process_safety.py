@@ -184,3 +184,39 @@ def test_the_approach_move_is_checked_too(processes, tmp_path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr   # refused: nothing was sent
     assert "pre-flight check refused the plan" in done.stderr
     assert moved(bag) < 1e-3
+
+
+def test_ctrl_c_in_the_first_seconds_of_execute_ends_canceled_with_nothing_sent(
+        processes, tmp_path) -> None:
+    """Ctrl-C while ``execute`` imports, parses the plan, compiles the scene or runs the gate:
+    exit 130 with a report (canceled, every arm not_sent), never a KeyboardInterrupt traceback
+    (regression: the first seconds printed a raw traceback). The signal is sent at several
+    moments of the start-up (each one lands in a different phase on this machine)."""
+    import time
+
+    config, plan = setup(tmp_path, {"left": [0.0, 0.0], "right": [0.0, 0.0]}, relayed=False,
+                         execution={})
+    sim = processes([*CLI, "sim", "--config", str(config)])
+    processes.wait_for_line(sim, "simulating arms", timeout=60)
+    outcomes = []
+    for delay in (0.3, 0.8, 1.5, 2.5):
+        proc = subprocess.Popen([*CLI, "execute", str(plan), "--config", str(config), "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=processes.env)
+        try:
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=30)
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, (delay, err[-3000:])
+        assert proc.returncode == 130, (delay, proc.returncode, out[-2000:], err[-2000:])
+        report = json.loads(out)
+        outcomes.append((delay, report["status"]))
+        if report["start_stamp"] is None:   # interrupted before anything was sent
+            assert report["status"] == "canceled", report
+            assert {r["status"] for r in report["arms"].values()} == {"not_sent"}, report
+            assert set(report["arms"]) == {"left", "right"}, report
+    assert any(s == "canceled" for _, s in outcomes), outcomes
