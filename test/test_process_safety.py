@@ -20,6 +20,7 @@ from sensor_msgs.msg import JointState
 
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_io import save_plan
+from mj_manipulator_ros.core.report import ExecutionReport
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 from tiny_arm import tiny_mapping
 
@@ -146,6 +147,50 @@ def test_joint_states_that_stop_once_moving_fail_the_execution(ros, processes, t
     assert "right_j1" in failure["error_string"]
     for arm in ("left", "right"):
         assert report["arms"][arm]["stop_confirmed"], report["arms"][arm]
+
+
+def test_a_stop_measured_on_the_stream_that_failed_says_not_measured(ros, processes,
+                                                                     tmp_path) -> None:
+    """Regression: with left_j1's reported value frozen every other message (a stale value
+    interleaved with the true stream, as a position-only driver sends it), the watch stopped
+    the run (velocity_limit), but the report's measured stop ("travel 1.8112 in 0.523 s") was
+    computed from that same stream. Now it says not measured, and why."""
+    frozen: dict = {}
+    count = [0]
+
+    def freeze_left_j1(msg):
+        q = dict(zip(msg.name, msg.position))
+        if "left_j1" not in q:
+            return msg
+        if abs(q["left_j1"]) > 0.02:   # once it moves: every other message, the value then
+            frozen.setdefault("left_j1", q["left_j1"])
+            count[0] += 1
+            if count[0] % 2:
+                q["left_j1"] = frozen["left_j1"]
+        msg.position = [float(q[n]) for n in msg.name]
+        msg.velocity = []              # positions only: the watch differentiates them
+        return msg
+    relay = Relay(ros.context, freeze_left_j1)
+    try:
+        config, plan = setup(tmp_path, {"left": [0.0, 0.0], "right": [0.0, 0.0]})
+        done = run_execute(processes, config, plan)
+    finally:
+        relay.close()
+    assert frozen, "left_j1 never moved: the fixture did not run"
+    assert done.returncode == 1, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    failure = doc["first_failure"]
+    assert (failure["arm"], failure["reason"]) == ("left", "velocity_limit"), failure
+    left = doc["arms"]["left"]
+    assert left["stop"] == "cancel" and left["stop_confirmed"], left
+    assert (left["stop_travel"], left["stop_time_s"], left["stop_observed_s"]) == \
+        (None, None, None), left
+    assert left["stop_not_measured"] == \
+        "the joint-state stream was the failure (velocity_limit)", left
+    summary = ExecutionReport.from_dict(doc).summary()
+    line = next(x for x in summary.splitlines() if x.strip().startswith("left:"))
+    assert "not measured: the joint-state stream was the failure (velocity_limit)" in line, \
+        summary
 
 
 def moved(bag: Path) -> float:

@@ -47,18 +47,33 @@ MAX_AGE_S = 0.05
 TAU_STEP_S = 0.005
 #: a velocity is estimated from two positions of one joint at least this far apart (stamps), s
 MIN_DT_S = 0.005
+#: the violations that are the joint-state stream's own (its messages stopped, lie, or show a
+#: joint moving beyond its limit, as a stream interleaving a stale value with the true one
+#: does): nothing measured afterwards on the arms' joint states can be trusted as a measurement
+STREAM_FAILURES = frozenset({"joint_states_stale", "joint_states_invalid", "velocity_limit"})
 
 
 @dataclass(frozen=True)
 class Violation:
     """What tripped the watch. ``reason`` is a :class:`FailureReason` value:
     ``tracking_error``, ``progress_skew``, ``joint_states_stale``, ``joint_states_invalid`` or
-    ``velocity_limit``."""
+    ``velocity_limit``. ``arms``: every arm it is about (a stale stream can be several arms';
+    the first is ``arm``)."""
 
     reason: str
     arm: str
     text: str
     plan_time: float
+    arms: tuple[str, ...] = ()
+
+    def stream_failed(self) -> Mapping[str, str]:
+        """Arm -> why its joint states cannot measure anything (a figure computed from them
+        would not be a measurement), for a failure of the stream itself
+        (``STREAM_FAILURES``); empty for any other violation."""
+        if self.reason not in STREAM_FAILURES:
+            return {}
+        why = f"the joint-state stream was the failure ({self.reason})"
+        return {a: why for a in (self.arms or (self.arm,))}
 
 
 class ExecutionWatch:
@@ -235,7 +250,8 @@ class ExecutionWatch:
         else:
             text = (f"no joint state for {names} for {age * 1e3:.0f} ms (joint_state_timeout_s "
                     f"{self.stale_after:g}): the arm cannot be watched")
-        return self._trip("joint_states_stale", arm, self.clock.plan_time(now), text)
+        return self._trip("joint_states_stale", arm, self.clock.plan_time(now), text,
+                          tuple(stale))
 
     def _check_arm(self, arm: str) -> Optional[Violation]:
         """Tracking error of the arm's merged pose (each joint at its own stamp's plan time),
@@ -336,8 +352,9 @@ class ExecutionWatch:
             self.max_velocity[arm] = velocity.get(arm)
         self.max_progress_skew = skew
 
-    def _trip(self, reason: str, arm: str, t: float, text: str) -> Violation:
-        self.violation = Violation(reason, arm, text, t)
+    def _trip(self, reason: str, arm: str, t: float, text: str,
+              arms: tuple[str, ...] = ()) -> Violation:
+        self.violation = Violation(reason, arm, text, t, arms or (arm,))
         return self.violation
 
     def stats(self) -> Mapping[str, tuple[Optional[float], float]]:

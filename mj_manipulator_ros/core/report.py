@@ -115,6 +115,9 @@ class ArmReport:
     stop_travel: Optional[float] = None
     stop_time_s: Optional[float] = None
     stop_observed_s: Optional[float] = None
+    #: why a stopped arm's stop is not measured (its figures None): the joint-state stream they
+    #: would come from was the failure (``core/execution_watch.STREAM_FAILURES``)
+    stop_not_measured: Optional[str] = None
 
     def to_dict(self) -> dict:
         return {"status": self.status.value,
@@ -128,7 +131,8 @@ class ArmReport:
                 "max_tracking_error": self.max_tracking_error,
                 "max_progress_skew": self.max_progress_skew,
                 "max_velocity": self.max_velocity, "stop_travel": self.stop_travel,
-                "stop_time_s": self.stop_time_s, "stop_observed_s": self.stop_observed_s}
+                "stop_time_s": self.stop_time_s, "stop_observed_s": self.stop_observed_s,
+                "stop_not_measured": self.stop_not_measured}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "ArmReport":
@@ -227,12 +231,20 @@ class ExecutionReport:
                             f", max velocity {r.max_velocity:.3f}/s") + ")"
             elif self.start_stamp is not None and r.goal_sent_at is not None:
                 watched = " (NOT WATCHED: no joint state of every joint arrived while it ran)"
-            measured = "" if r.stop_travel is None else (
-                f": travel {r.stop_travel:.4f} in {r.stop_time_s:.3f} s, measured over "
-                f"{r.stop_observed_s:.3f} s")
+            measured = _measured_stop(r)
             lines.append(f"  {arm}: {r.status.value}"
                          + (f" ({r.stop.value} stop{measured})" if r.stop is not None else
                             f" (held by its controller{measured})" if measured else "")
                          + (f" error_code={r.error_code}" if r.error_code else "")
                          + (f" {r.error_string}" if r.error_string else "") + watched + extra)
         return "\n".join(lines)
+
+
+def _measured_stop(r: ArmReport) -> str:
+    """The arm's measured stop for the summary: its figures, or why there are none."""
+    if r.stop_not_measured is not None:
+        return f": not measured: {r.stop_not_measured}"
+    if r.stop_travel is None:
+        return ""
+    return (f": travel {r.stop_travel:.4f} in {r.stop_time_s:.3f} s, measured over "
+            f"{r.stop_observed_s:.3f} s")

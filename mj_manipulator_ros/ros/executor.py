@@ -438,7 +438,9 @@ class MultiArmExecutor:
                 self._stuck.update(stuck)
             scope.fail(Failure(None, FailureReason.EXCEPTION, None,
                                f"threads did not end: {[f'mjmr-arm-{a}' for a in stuck]}"))
-        reports = _with_stop_figures(reports, meter, self.speed.stops)
+        stream_failed = watch.violation.stream_failed() \
+            if watch is not None and watch.violation is not None else {}
+        reports = _with_stop_figures(reports, meter, self.speed.stops, stream_failed)
         failure = self._controlled_failure or scope.failure   # the first one that came
         return ExecutionReport(_overall(reports, failure),
                                None if stamp is None else stamp.seconds, failure, reports,
@@ -818,12 +820,17 @@ def _stop_requests(reports: Mapping[str, ArmReport],
 
 
 def _with_stop_figures(reports: Mapping[str, ArmReport], meter: StopMeter,
-                       stops: Sequence[StopRecord]) -> dict[str, ArmReport]:
+                       stops: Sequence[StopRecord],
+                       stream_failed: Mapping[str, str]) -> dict[str, ArmReport]:
     """Each stopped arm's report with its stop measured on its joint states
-    (:func:`_stop_requests`)."""
+    (:func:`_stop_requests`); an arm whose joint-state stream was the failure
+    (``stream_failed``: arm -> why) gets no figures, and why."""
     requests = _stop_requests(reports, stops)
     out = {}
     for arm, r in reports.items():
+        if arm in requests and arm in stream_failed:
+            out[arm] = dataclasses.replace(r, stop_not_measured=stream_failed[arm])
+            continue
         f = meter.figures(arm, requests.get(arm))
         out[arm] = r if f is None else dataclasses.replace(
             r, stop_travel=f.travel, stop_time_s=f.time_s, stop_observed_s=f.observed_s)
