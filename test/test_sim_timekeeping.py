@@ -147,7 +147,7 @@ def test_health_on_diagnostics_and_a_summary_on_exit(ros, processes, tmp_path) -
     import signal
 
     import rclpy
-    from diagnostic_msgs.msg import DiagnosticArray
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text(yaml.safe_dump(tiny_mapping(
@@ -175,6 +175,11 @@ def test_health_on_diagnostics_and_a_summary_on_exit(ros, processes, tmp_path) -
     assert 0.5 < float(values["achieved real-time factor"]) < 1.5
     assert float(values["lag (ms)"]) < 1000 and int(values["control cycles"]) > 100
     assert {s.message for s in got[-1].status[1:]} == {"holding"}
+    # idle, no lag can trip a check: counted, never a warning; the threshold is half the
+    # default joint_state_timeout_s (0.5 s) with sim.max_lag_s off
+    assert physics.level == DiagnosticStatus.OK, (physics.message, values)
+    assert int(values["cycles more than a control period behind"]) >= 0
+    assert values["lag warning threshold (ms)"] == "250.0" and values["lag warnings"] == "0"
     line = sim.stdout.read()
     assert "control cycles, achieved real-time factor" in line and "worst stall" in line
 
@@ -202,3 +207,95 @@ def test_physics_threads_hold_the_switch_interval_low_and_put_it_back(tmp_path) 
         for s in (a, b, off):
             s.stop()
     assert sys.getswitchinterval() == pytest.approx(saved)
+
+
+def test_a_lag_warns_only_with_a_goal_active_above_the_threshold_at_most_once_a_second() -> None:
+    """The lag accounting driven with numbers: a lag of a few ms (one control period is 2 ms:
+    what an idle machine shows about once a second) and any lag with no goal active are
+    counted, never said; a lag above the threshold with a goal active is said, at most once a
+    second (regression: every lag above one control period was a warning, ~200 of them in one
+    demo on an idle machine)."""
+    from mj_manipulator_ros.sim.lag_warning import LagThreshold, LagWarnings
+
+    lags = LagWarnings(LagThreshold(0.25, "execution.joint_state_timeout_s", 0.5), 0.002)
+    said = [lags.cycle(lag, active, now) for lag, active, now in (
+        (0.001, True, 0.0),     # within a period: not even late
+        (0.0023, True, 1.0),    # late, harmless
+        (0.2, True, 2.0),       # late, below the threshold
+        (0.6, False, 3.0),      # far behind, but no goal runs: nothing to trip
+        (0.26, True, 4.0),      # above, a goal running: said
+        (0.4, True, 4.5),       # again within the second: counted only
+        (0.3, True, 5.6),       # a second later: said again
+    )]
+    assert [s is not None for s in said] == [False, False, False, False, True, False, True]
+    assert "260.0 ms" in said[4] and "with a goal running" in said[4]
+    assert "warns above 250 ms" in said[4] and "execution.joint_state_timeout_s 500 ms" in said[4]
+    assert lags.late_cycles == 6 and lags.warnings == 2
+
+
+def test_the_lag_threshold_is_half_the_smaller_bound_a_lag_can_trip() -> None:
+    from mj_manipulator_ros.core.config import ExecutionSettings
+    from mj_manipulator_ros.sim.lag_warning import warn_lag_s
+    from mj_manipulator_ros.sim.sim_config import SimSettings
+
+    both = warn_lag_s(SimSettings(max_lag_s=0.2), ExecutionSettings(joint_state_timeout_s=0.5))
+    assert (both.lag_s, both.bound) == (pytest.approx(0.1), "sim.max_lag_s")
+    no_abort = warn_lag_s(SimSettings(max_lag_s=0.0), ExecutionSettings(joint_state_timeout_s=0.5))
+    assert (no_abort.lag_s, no_abort.bound) == (pytest.approx(0.25),
+                                                "execution.joint_state_timeout_s")
+    off = warn_lag_s(SimSettings(max_lag_s=0.0), ExecutionSettings(joint_state_timeout_s=0.0))
+    assert off.lag_s == float("inf") and off.finite_s is None
+    assert "never warns" in off.describe()
+
+
+def test_a_physics_stall_warns_with_a_goal_running_and_not_idle(tmp_path) -> None:
+    """The physics thread held off the model (what a starved CPU does), on the system clock,
+    no ROS: idle, a 0.3 s stall is counted, not said; with a goal running, a 0.1 s stall (under
+    the 0.25 s threshold: half the 0.5 s joint_state_timeout_s) is counted, not said, and a
+    0.3 s one is said, once."""
+    from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
+    from mj_manipulator_ros.sim.shared_model import SharedModel
+
+    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False,
+                                     "max_lag_s": 0.0})
+    shared = SharedModel.from_config(cfg, clock=SimClock(1.0, use_sim_time=False))
+    events: list = []
+    shared.on_event = lambda level, text: events.append((level, text))
+
+    def stall(seconds: float) -> None:
+        with shared.lock:
+            time.sleep(seconds)
+        time.sleep(0.15)   # physics catches up
+
+    shared.start()
+    try:
+        time.sleep(0.3)
+        stall(0.3)
+        idle = shared.health()
+        plan = swing(3.0)
+        stamp = shared.controller_time() + 0.05
+        for arm, traj in plan.arms.items():
+            reason, goal = check_goal(GoalRequest(
+                traj.joint_names, traj.times.tolist(), traj.positions.tolist(),
+                [[] for _ in traj.times], [[] for _ in traj.times], stamp),
+                traj.joint_names, None, cfg.sim.tolerances)
+            assert reason is None, reason
+            shared.controllers[arm].submit(goal)
+        deadline = time.monotonic() + 5
+        while shared.controllers["left"].active is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert shared.controllers["left"].active is not None
+        stall(0.1)
+        small = shared.health()
+        warned_small = [e for e in events if e[0] == "warn"]
+        stall(0.3)
+        big = shared.health()
+    finally:
+        shared.stop()
+    assert shared.error is None, shared.error
+    assert idle.worst_lag_s > 0.28 and idle.worst_active_lag_s == 0.0 and idle.late_cycles > 0
+    assert 0.08 < small.worst_active_lag_s < 0.25, small
+    assert warned_small == [] and small.lag_warnings == 0, warned_small
+    warnings = [text for level, text in events if level == "warn"]
+    assert big.worst_active_lag_s > 0.28 and big.lag_warnings == len(warnings) == 1, events
+    assert "with a goal running" in warnings[0] and "warns above 250 ms" in warnings[0]

@@ -33,11 +33,13 @@ from typing import Callable, Optional
 import mujoco
 import numpy as np
 
+from mj_manipulator_ros.core.config import ExecutionSettings
 from mj_manipulator_ros.core.errors import ConfigError, SimulationDivergedError
 from mj_manipulator_ros.model.scene import Scene
 from mj_manipulator_ros.model.exchange import ExchangeChoice
 from mj_manipulator_ros.sim.controllers import SimulatedController, make_controller
 from mj_manipulator_ros.sim.cosim import CoSim, build_cosim
+from mj_manipulator_ros.sim.lag_warning import LagThreshold, LagWarnings, warn_lag_s
 from mj_manipulator_ros.sim.sim_clock import SimClock, SimHealth
 from mj_manipulator_ros.sim.miswiring import Wiring
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig, SimSettings
@@ -114,10 +116,13 @@ class SharedModel:
         compiled: run the position controllers' steady cycles in C (``sim/_follow_kernel.c``)
             when it is built; False: every cycle in Python, the reference implementation (tests
             and benchmarks compare the two).
+        warn_lag: the lag that warns with a goal active (``sim/lag_warning.py``); default:
+            from ``settings`` and the default execution settings.
     """
 
     def __init__(self, scene: Scene, settings: SimSettings = SimSettings(),
-                 clock: Optional[SimClock] = None, compiled: bool = True) -> None:
+                 clock: Optional[SimClock] = None, compiled: bool = True,
+                 warn_lag: Optional[LagThreshold] = None) -> None:
         self.scene = scene
         self.model = scene.model
         self.data = scene.initial_data()
@@ -174,6 +179,9 @@ class SharedModel:
         #: "info"); must be quick
         self.on_event: Callable[[str, str], None] = lambda level, text: None
         self._health = _HealthMeter(self.control_period)
+        #: which lags are said (a warning line) and the count of those that are not
+        self.lag_warnings = LagWarnings(warn_lag or warn_lag_s(settings, ExecutionSettings()),
+                                        self.control_period)
         self._scheduling = "not requested"
         self.cosim: Optional[CoSim] = None   # sim.physics cosim: the twin integrates the arms
         if settings.physics == "cosim":
@@ -209,8 +217,10 @@ class SharedModel:
     @classmethod
     def from_config(cls, config: SimConfig, clock: Optional[SimClock] = None,
                     compiled: bool = True) -> "SharedModel":
-        """The scene of ``config`` compiled for simulation, with its ``sim`` settings."""
-        return cls(config.build_scene(), config.sim, clock, compiled)
+        """The scene of ``config`` compiled for simulation, with its ``sim`` settings (and the
+        lag warning from its ``sim`` and ``execution`` settings)."""
+        return cls(config.build_scene(), config.sim, clock, compiled,
+                   warn_lag_s(config.sim, config.executor.execution))
 
     # ---- readers (any thread) -----------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -339,7 +349,7 @@ class SharedModel:
 
     def health(self) -> SimHealth:
         """The timekeeping so far (any thread)."""
-        return self._health.value(self.cycles, self._scheduling)
+        return self._health.value(self.cycles, self._scheduling, self.lag_warnings)
 
     def _request_priority(self) -> None:
         """SCHED_FIFO for this (the physics) thread, as ros2_control's controller manager asks
@@ -366,12 +376,12 @@ class SharedModel:
         """Pace physics on the clock: wait while ahead of real time; while behind, run without
         waiting (physics catches up; references follow physics, so no arm is blamed). Past
         ``max_lag_s`` with a goal active: abort every active goal naming the simulator and the
-        lag; idle: re-anchor the clock and say so."""
+        lag; idle: re-anchor the clock. A lag warns only with a goal active and above the
+        threshold of ``sim/lag_warning.py``; every lag of more than a period is counted."""
         self._request_priority()
         clock, period = self.clock, self.control_period
         clock.anchor(float(self.data.time))
         max_lag = self.settings.max_lag_s
-        warned_at = -1.0
         try:
             while not self._stop.is_set():
                 snap = self.step_cycle()
@@ -390,13 +400,8 @@ class SharedModel:
                     if lag > PACING_SLACK_S:
                         clock.anchor(sim_time)
                     continue
-                if lag > period and lag > self._health.worst_active_lag and \
-                        any(c.active is not None for c in self.controllers.values()):
-                    self._health.worst_active_lag = lag   # (only a lag above one period counts)
-                if lag > period and time.monotonic() - warned_at > 1.0:
-                    warned_at = time.monotonic()
-                    self.on_event("warn", f"simulator behind real time by {lag * 1e3:.1f} ms "
-                                  f"(more than one control period, {period * 1e3:.1f} ms)")
+                if lag > period:   # (only a lag above one period counts)
+                    self._late(lag)
                 if max_lag > 0 and lag > max_lag:
                     self._over_lag(sim_time, lag, max_lag)
                 elif max_lag <= 0 and lag > PACING_SLACK_S and \
@@ -405,6 +410,16 @@ class SharedModel:
         except BaseException as exc:  # noqa: BLE001 - kept for the owner to report
             self.error = exc
             self.on_event("error", f"physics stopped: {type(exc).__name__}: {exc}")
+
+    def _late(self, lag: float) -> None:
+        """A cycle that ended more than one control period behind: counted, and said when it
+        can trip a check (``sim/lag_warning.py``)."""
+        active = any(c.active is not None for c in self.controllers.values())
+        if active and lag > self._health.worst_active_lag:
+            self._health.worst_active_lag = lag
+        text = self.lag_warnings.cycle(lag, active, time.monotonic())
+        if text is not None:
+            self.on_event("warn", text)
 
     def _over_lag(self, sim_time: float, lag: float, max_lag: float) -> None:
         """Physics is more than ``max_lag`` behind: abort the active goals, wait (bounded) for
@@ -431,8 +446,8 @@ class SharedModel:
         # held arms against the plan's running time in a burst of states); the stamps jump
         self.clock.anchor(sim_time)
         self._health.reanchors += 1
-        if not active:
-            self.on_event("warn", f"idle and {lag * 1e3:.0f} ms behind real time: the "
+        if not active:   # no goal runs: nothing to act on (counted as a re-anchor)
+            self.on_event("info", f"idle and {lag * 1e3:.0f} ms behind real time: the "
                           "simulator's clock re-anchored to now (its stamps jump forward)")
 
 
@@ -462,7 +477,7 @@ class _HealthMeter:
         if self._n % self.SAMPLE_EVERY == 0:
             self._samples.append((now, sim_time))
 
-    def value(self, cycles: int, scheduling: str) -> SimHealth:
+    def value(self, cycles: int, scheduling: str, lags: LagWarnings) -> SimHealth:
         samples = list(self._samples)
         factor = 0.0
         if len(samples) >= 2:
@@ -471,7 +486,8 @@ class _HealthMeter:
             if end[0] > start[0]:
                 factor = (end[1] - start[1]) / (end[0] - start[0])
         return SimHealth(cycles, factor, self.lag, self.worst_lag, self.worst_stall,
-                         self.aborts, self.reanchors, scheduling, self.worst_active_lag)
+                         self.aborts, self.reanchors, scheduling, self.worst_active_lag,
+                         lags.late_cycles, lags.warnings, lags.threshold.finite_s)
 
 
 def _physical_arms(scene: Scene, settings: SimSettings) -> dict[str, str]:

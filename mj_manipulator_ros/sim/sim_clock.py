@@ -69,6 +69,9 @@ class SimHealth:
             "not requested", or why it was refused).
         worst_active_lag_s: the largest lag seen while a goal was active (s): what
             ``sim.max_lag_s`` is compared with.
+        late_cycles: control cycles that ended more than one control period behind.
+        lag_warnings: lag warnings logged (``sim/lag_warning.py``).
+        warn_lag_s: a lag above this with a goal active warns (s; None: never).
     """
 
     cycles: int
@@ -80,10 +83,17 @@ class SimHealth:
     reanchors: int
     scheduling: str
     worst_active_lag_s: float = 0.0
+    late_cycles: int = 0
+    lag_warnings: int = 0
+    warn_lag_s: Optional[float] = None
 
     def summary(self) -> str:
+        warns = ("never warns" if self.warn_lag_s is None else
+                 f"warns above {self.warn_lag_s * 1e3:.0f} ms")
         return (f"{self.cycles} control cycles, achieved real-time factor "
                 f"{self.real_time_factor:.2f}, worst stall {self.worst_stall_s * 1e3:.1f} ms, "
                 f"worst lag {self.worst_lag_s * 1e3:.1f} ms (with a goal active "
-                f"{self.worst_active_lag_s * 1e3:.1f} ms), {self.aborts} goal(s) aborted for "
-                f"lag, {self.reanchors} re-anchor(s); physics thread {self.scheduling}")
+                f"{self.worst_active_lag_s * 1e3:.1f} ms; {warns}: {self.lag_warnings} "
+                f"warning(s)), {self.late_cycles} cycle(s) more than a control period behind, "
+                f"{self.aborts} goal(s) aborted for lag, {self.reanchors} re-anchor(s); physics "
+                f"thread {self.scheduling}")
