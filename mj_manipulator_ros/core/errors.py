@@ -132,3 +132,14 @@ class RampLimitError(PlanError):
 class SimulationDivergedError(MjManipulatorError):
     """The simulated physics left the finite (a state NaN or infinite, or MuJoCo reset it after
     a bad acceleration): every state after it would be false, so the simulator stops."""
+
+
+class JointStateMessageError(MjManipulatorError, ValueError):
+    """A /joint_states message does not carry one position per joint name (and one velocity
+    per name, or none): it cannot be read by name, and the HIL buffer does not keep it."""
+
+
+class JointStateHistoryError(MjManipulatorError, LookupError):
+    """Joint states were asked for over a window that reaches back past the rows the HIL
+    buffer dropped (kept ``joint_states_keep_s`` after their arrival): the window would be
+    missing its beginning."""

@@ -8,6 +8,7 @@ executor and every measurement use the same /clock.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 import uuid
@@ -23,11 +24,12 @@ from sensor_msgs.msg import JointState
 from mj_manipulator_ros.check.preflight import preflight_for, scene_checker
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
-from mj_manipulator_ros.core.errors import ExecutionRefusedError
+from mj_manipulator_ros.core.errors import ExecutionRefusedError, JointStateMessageError
 from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionReport
 from mj_manipulator_ros.hil.analysis import JointSamples
+from mj_manipulator_ros.hil.joint_state_rows import JointStateRows
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
@@ -42,46 +44,31 @@ class Interrupted(Exception):
         self.report = report
 
 
-class JointStateBuffer:
-    """Keeps every /joint_states message (stamp, receive time on the node's clock, values)."""
+class JointStateBuffer(JointStateRows):
+    """The /joint_states messages of a session (``hil/joint_state_rows.py``): each one's stamp,
+    receive time on the node's clock and values, kept ``keep_s`` s of wall time after arrival
+    (none dropped while a run holds them). A message that cannot be read by name (not one
+    position per name) is not kept: counted in :attr:`rejected`, the first in
+    :attr:`rejection`, logged."""
 
-    def __init__(self, node) -> None:
+    def __init__(self, node, keep_s: float = math.inf) -> None:
+        super().__init__(keep_s)
         self._node = node
-        self._lock = threading.Lock()
-        self._rows: list[tuple[float, float, tuple, list, list]] = []
+        self.rejected = 0
+        self.rejection: Optional[JointStateMessageError] = None
         self._sub = node.create_subscription(JointState, "/joint_states", self._on_msg, 200)
 
     def _on_msg(self, msg: JointState) -> None:
         received = self._node.get_clock().now().nanoseconds * 1e-9
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-        with self._lock:
-            self._rows.append((stamp, received, tuple(msg.name), list(msg.position),
-                               list(msg.velocity) or [0.0] * len(msg.name),
-                               list(msg.effort) if len(msg.effort) == len(msg.name) else None))
-
-    def samples(self, since: float = -np.inf) -> JointSamples:
-        with self._lock:
-            rows = [r for r in self._rows if r[0] >= since]
-        names: list[str] = []
-        for r in rows:
-            names.extend(n for n in r[2] if n not in names)
-        index = {n: k for k, n in enumerate(names)}
-        pos = np.full((len(rows), len(names)), np.nan)
-        vel = np.full((len(rows), len(names)), np.nan)
-        eff = np.full((len(rows), len(names)), np.nan)
-        for i, (_, _, n, p, v, e) in enumerate(rows):
-            cols = [index[x] for x in n]
-            pos[i, cols] = p
-            vel[i, cols] = v
-            if e is not None:
-                eff[i, cols] = e
-        order = np.argsort([r[0] for r in rows], kind="stable")
-        return JointSamples(np.array([r[0] for r in rows])[order], np.array([r[1] for r in rows])[order],
-                            tuple(names), pos[order], vel[order], eff[order])
-
-    def clear(self) -> None:
-        with self._lock:
-            self._rows.clear()
+        try:
+            self.append(stamp, received, msg.name, msg.position, msg.velocity, msg.effort,
+                        arrived=time.monotonic())
+        except JointStateMessageError as exc:
+            self.rejected += 1
+            self.rejection = self.rejection or exc
+            self._node.get_logger().error(f"{exc} ({self.rejected} so far)",
+                                          throttle_duration_sec=5.0)
 
 
 class HilSession:
@@ -89,9 +76,12 @@ class HilSession:
         config: the setup under test.
         sim: run the simulated arms in this process (sim time, faster than real time).
         real_time_factor: the simulator's speed with ``sim``.
+        joint_states_keep_s: how long a /joint_states message is kept after its arrival, s of
+            wall time (every caller asks for a recent window; a run holds its own whole).
     """
 
-    def __init__(self, config: ExecutorConfig, sim: bool = False, real_time_factor: float = 4.0) -> None:
+    def __init__(self, config: ExecutorConfig, sim: bool = False, real_time_factor: float = 4.0,
+                 joint_states_keep_s: float = 60.0) -> None:
         self.ros = RosContext()
         self.sim_node = None
         if sim:
@@ -117,7 +107,7 @@ class HilSession:
         self.node = rclpy.create_node(
             f"mjmr_hil_{uuid.uuid4().hex[:6]}", context=self.ros.context,
             parameter_overrides=[Parameter("use_sim_time", Parameter.Type.BOOL, sim)])
-        self.joint_states = JointStateBuffer(self.node)
+        self.joint_states = JointStateBuffer(self.node, joint_states_keep_s)
         ex = SingleThreadedExecutor(context=self.ros.context)
         ex.add_node(self.node)
         self._spinner = BackgroundSpinner(ex, "mjmr-hil-listener").start()
@@ -164,21 +154,24 @@ class HilSession:
                 raise Interrupted()
 
     def wait_for_joint_states(self, timeout: float = 10.0) -> bool:
+        """Wait (wall time, s) until a message carrying every joint of each arm came."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            s = self.joint_states.samples()
-            if all(len(s.arm(a.joint_names)) for a in self.config.arms):
+            if all(self.joint_states.latest(a.joint_names) is not None for a in self.config.arms):
                 return True
             time.sleep(0.02)
         return False
 
     # ---- poses and motions --------------------------------------------------------------------
     def pose(self, arm: str) -> np.ndarray:
-        """The latest measured positions of an arm's joints (J,)."""
-        s = self.joint_states.samples().arm(self.config.arm(arm).joint_names)
-        if len(s) == 0:
-            raise ExecutionRefusedError(f"no /joint_states for arm {arm!r} yet")
-        return s.positions[-1].copy()
+        """The latest measured positions of an arm's joints (J,): those of the latest-stamped
+        message carrying every one of them."""
+        q = self.joint_states.latest(self.config.arm(arm).joint_names)
+        if q is None:
+            raise ExecutionRefusedError(
+                f"no /joint_states for arm {arm!r} within the last "
+                f"{self.joint_states.keep_s:g} s (joint_states_keep_s)")
+        return q
 
     def limits(self, arm: str) -> tuple[np.ndarray, np.ndarray]:
         cfg = self.config.arm(arm)
@@ -203,14 +196,15 @@ class HilSession:
         if self.bags_dir is not None:
             record = self.bags_dir / f"stage{self.stage}_{len(self.bags) + 1:02d}"
             self.bags.append((self.stage, record))
-        report = self.executor.execute(plan, record=record)
-        if self.sim_node is not None and self.sim_node.shared.error is not None:
-            raise self.sim_node.shared.error   # the simulator stopped: nothing it said holds
-        try:
-            self.sleep(settle)
-        except Interrupted:
-            raise Interrupted(report) from None
-        samples = self.joint_states.samples(since=t0 - 0.5)
+        with self.joint_states.hold():   # the run's window stays whole, however long it runs
+            report = self.executor.execute(plan, record=record)
+            if self.sim_node is not None and self.sim_node.shared.error is not None:
+                raise self.sim_node.shared.error   # the simulator stopped: nothing it said holds
+            try:
+                self.sleep(settle)
+            except Interrupted:
+                raise Interrupted(report) from None
+            samples = self.joint_states.samples(since=t0 - 0.5)
         self.last_run = (plan, report, samples)
         if len(plan.arm_names) > 1 and report.succeeded:
             self.last_synchronized_run = self.last_run

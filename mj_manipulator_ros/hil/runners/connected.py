@@ -27,7 +27,7 @@ def connected(session: "HilSession", stage: Stage, protocol: Protocol) -> list[C
                          passed=ok))
     listening = session.now()
     session.sleep(stage.params["listen_s"])
-    samples = session.joint_states.samples().received_since(listening)
+    samples = session.joint_states.samples(received_since=listening)
     for arm in session.config.arms:
         s = samples.arm(arm.joint_names)
         lo, hi = session.limits(arm.name)
