@@ -107,8 +107,9 @@ def _execute(args: argparse.Namespace) -> int:
     if report.succeeded:
         return EXIT_OK if report.record_error is None else EXIT_RECORD_FAILED
     f = report.first_failure
-    if f is not None and f.reason is FailureReason.EXTERNAL_ABORT and f.error_string == INTERRUPTED:
-        return EXIT_INTERRUPTED
+    if f is not None and f.reason is FailureReason.EXTERNAL_ABORT and \
+            (f.error_string or "").startswith(INTERRUPTED):
+        return EXIT_INTERRUPTED   # canceled by Ctrl-C (also where no controlled stop fitted)
     if f is None and report.stops and report.stops[-1].reason == INTERRUPTED:
         return EXIT_INTERRUPTED   # stopped along the plan by Ctrl-C
     if report.arms and all(r.status in (ArmStatus.NOT_SENT, ArmStatus.REJECTED)
