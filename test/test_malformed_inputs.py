@@ -35,6 +35,15 @@ SCALARS = ["abc", "", "1.0", None, True, [], [1.0], {}, {"x": 1}, float("nan"), 
            "name with space", "a/b", "../..", "\x00"]
 
 
+def mutator(base: dict, out: list):
+    """``put(name, edit)``: appends (name, a deep copy of ``base`` changed by ``edit``)."""
+    def put(name, edit) -> None:
+        data = copy.deepcopy(base)
+        edit(data)
+        out.append((name, data))
+    return put
+
+
 def valid_plan() -> dict:
     """The tiny pair's swing as a plan mapping: 5 waypoints over 2 s, both arms."""
     times = np.linspace(0.0, 2.0, 5)
@@ -47,13 +56,8 @@ def valid_plan() -> dict:
 
 def plan_mutations() -> list[tuple[str, dict]]:
     """(name, plan mapping) for every field replaced by every bad value, and shape faults."""
-    out = []
-    base = valid_plan()
-
-    def put(name, edit):
-        data = copy.deepcopy(base)
-        edit(data)
-        out.append((name, data))
+    out: list = []
+    put = mutator(valid_plan(), out)
 
     for v in SCALARS:
         put(f"arms={v!r}", lambda d, v=v: d.update(arms=v))
@@ -129,13 +133,8 @@ def test_every_malformed_plan_is_refused_by_name(gate) -> None:
 
 
 def config_mutations(tmp_path) -> list[tuple[str, dict]]:
-    base = tiny_mapping(tmp_path)
-    out = []
-
-    def put(name, edit):
-        data = copy.deepcopy(base)
-        edit(data)
-        out.append((name, data))
+    out: list = []
+    put = mutator(tiny_mapping(tmp_path), out)
 
     for v in SCALARS:
         put(f"arms={v!r}", lambda d, v=v: d.update(arms=v))

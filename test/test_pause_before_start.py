@@ -7,10 +7,9 @@ callable blocks until the test has asked for the pause."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-
-import pytest
 
 from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
@@ -29,78 +28,62 @@ class GateThatWaits:
         assert self.release.wait(30.0), "the test never released the gate"
 
 
-def start(executor, plan, **kwargs):
-    out = {}
-    thread = threading.Thread(target=lambda: out.update(report=executor.execute(plan, **kwargs)),
-                              name="test-execute")
-    thread.start()
-    return thread, out
-
-
-def test_a_pause_during_the_pre_flight_holds_until_resumed(tiny_sim, ros, tmp_path) -> None:
+@contextlib.contextmanager
+def paused_in_the_gate(tiny_sim, ros, tmp_path, **execution):
+    """An execution of the tiny pair held in its pre-flight gate while the test asks for a
+    pause; yields (sim node, executor, gate, execute thread, {"report": ...}). The gate is
+    released and the thread joined (bounded) on the way out."""
     node = tiny_sim()
-    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    config = tiny_config(tmp_path, execution={"use_sim_time": True, **execution}).executor
     gate = GateThatWaits()
+    out: dict = {}
     with MultiArmExecutor(config, context=ros.context, preflight=gate) as executor:
-        thread, out = start(executor, plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}))
+        plan = plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]})
+        thread = threading.Thread(target=lambda: out.update(report=executor.execute(plan)),
+                                  name="test-execute")
+        thread.start()
         try:
             assert gate.entered.wait(30.0)
             assert executor.pause("operator pause") is True
-            assert executor.held_before_start
-            gate.release.set()
-            # the start checks take about 1 s (the clock window); hold well past them
-            time.sleep(2.0)
-            assert thread.is_alive(), out
-            assert node.arms["left"].tickets == [] and node.arms["right"].tickets == [], \
-                "a goal was sent while paused before the start"
-            assert executor.resume() is True and not executor.held_before_start
+            yield node, executor, gate, thread, out
         finally:
             gate.release.set()
             thread.join(60.0)
     assert not thread.is_alive()
+
+
+def test_a_pause_during_the_pre_flight_holds_until_resumed(tiny_sim, ros, tmp_path) -> None:
+    with paused_in_the_gate(tiny_sim, ros, tmp_path) as (node, executor, gate, thread, out):
+        assert executor.held_before_start
+        gate.release.set()
+        # the start checks take about 1 s (the clock window); hold well past them
+        time.sleep(2.0)
+        assert thread.is_alive(), out
+        assert node.arms["left"].tickets == [] and node.arms["right"].tickets == [], \
+            "a goal was sent while paused before the start"
+        assert executor.resume() is True and not executor.held_before_start
     report = out["report"]
     assert report.status is ExecutionStatus.SUCCEEDED, report.summary()
     assert len(node.arms["left"].tickets) == 1 and len(node.arms["right"].tickets) == 1
 
 
 def test_a_stop_after_a_pause_before_the_start_sends_nothing(tiny_sim, ros, tmp_path) -> None:
-    node = tiny_sim()
-    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
-    gate = GateThatWaits()
-    with MultiArmExecutor(config, context=ros.context, preflight=gate) as executor:
-        thread, out = start(executor, plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}))
-        try:
-            assert gate.entered.wait(30.0)
-            assert executor.pause("operator pause") is True
-            gate.release.set()
-            time.sleep(1.5)
-            assert executor.stop("operator stop") is True
-            thread.join(60.0)
-        finally:
-            gate.release.set()
-            thread.join(60.0)
+    with paused_in_the_gate(tiny_sim, ros, tmp_path) as (node, executor, gate, thread, out):
+        gate.release.set()
+        time.sleep(1.5)
+        assert executor.stop("operator stop") is True
     report = out["report"]
     assert report.status is ExecutionStatus.CANCELED, report.summary()
     assert all(r.status is ArmStatus.NOT_SENT for r in report.arms.values()), report.summary()
     assert node.arms["left"].tickets == [] and node.arms["right"].tickets == []
 
 
-@pytest.mark.parametrize("limit", [0.5])
-def test_a_pause_before_the_start_that_outlives_max_pause_sends_nothing(tiny_sim, ros, tmp_path,
-                                                                       limit) -> None:
-    node = tiny_sim()
-    config = tiny_config(tmp_path, execution={"use_sim_time": True, "max_pause_s": limit}).executor
-    gate = GateThatWaits()
-    with MultiArmExecutor(config, context=ros.context, preflight=gate) as executor:
-        thread, out = start(executor, plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}))
-        try:
-            assert gate.entered.wait(30.0)
-            assert executor.pause("operator pause") is True
-            gate.release.set()
-            thread.join(60.0)
-        finally:
-            gate.release.set()
-            thread.join(60.0)
+def test_a_pause_before_the_start_that_outlives_max_pause_sends_nothing(tiny_sim, ros,
+                                                                       tmp_path) -> None:
+    with paused_in_the_gate(tiny_sim, ros, tmp_path, max_pause_s=0.5) as (node, _, gate,
+                                                                          thread, out):
+        gate.release.set()
+        thread.join(60.0)
     report = out["report"]
     assert report.status is ExecutionStatus.CANCELED, report.summary()
     assert "longer than execution.max_pause_s = 0.5 s: nothing was sent" in \
