@@ -11,7 +11,6 @@ refused; any other exception is a failure naming the case.
 from __future__ import annotations
 
 import copy
-import math
 import subprocess
 import sys
 
