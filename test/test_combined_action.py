@@ -388,3 +388,24 @@ def test_pause_and_resume_services_and_speed_zero(combined, ros) -> None:
         assert report.arms[arm].status is ArmStatus.SUCCEEDED
     for k in range(1, 5):                 # every change on one shared stamp
         assert ctl["left"].goals[k].stamp_ns == ctl["right"].goals[k].stamp_ns
+
+
+def test_a_result_asked_for_late_is_still_the_real_one(combined) -> None:
+    """Regression (a combined result lost as UNKNOWN, ~28 s late, on a loaded machine; the
+    server warned "Sending result response for unknown or expired goal ID"): rclpy's action
+    server forgets a finished goal after ``result_timeout`` (10 s by default), so a client whose
+    get_result request reached it later got STATUS_UNKNOWN. The order is forced: the goal ends
+    (an arm rejects), the client asks for the result only 11 s later."""
+    client, client_exec, ctl, server = combined({"left": "succeed", "right": "reject"})
+    handle = send(client, client_exec, combined_goal())
+    assert handle is not None and handle.accepted
+    deadline = time.monotonic() + 20.0
+    while server.last_report is None and time.monotonic() < deadline:
+        client_exec.spin_once(timeout_sec=0.05)
+    assert server.last_report is not None, "the goal never ended"
+    ended = time.monotonic()
+    while time.monotonic() - ended < 11.0:   # past rclpy's default result_timeout (10 s)
+        client_exec.spin_once(timeout_sec=0.1)
+    outcome = result(client_exec, handle)
+    assert outcome.status == GoalStatus.STATUS_ABORTED, (outcome.status, outcome.result)
+    assert "right" in outcome.result.error_string, outcome.result.error_string

@@ -54,6 +54,7 @@ from mj_manipulator_ros.core.report import ExecutionReport, ExecutionStatus, not
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason
 from mj_manipulator_ros.ros.conversion import GoalTolerances, split_combined, split_tolerances
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S
 
 Result = FollowJointTrajectory.Result
 
@@ -99,7 +100,8 @@ class CombinedTrajectoryServer:
         self._server = ActionServer(
             node, FollowJointTrajectory, action_name, self._execute,
             goal_callback=self._on_goal, handle_accepted_callback=self._on_accepted,
-            cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
+            cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup(),
+            result_timeout=RESULT_TIMEOUT_S)
 
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         with self._lock:

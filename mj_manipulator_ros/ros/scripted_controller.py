@@ -45,6 +45,7 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 
 from mj_manipulator_ros.ros.conversion import duration_s, time_ns
+from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S
 
 Result = FollowJointTrajectory.Result
 FEEDBACK_PERIOD_S = 0.05
@@ -97,7 +98,7 @@ class ScriptedController:
         self._server = ActionServer(
             node, FollowJointTrajectory, action, self._execute,
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
-            callback_group=ReentrantCallbackGroup())
+            callback_group=ReentrantCallbackGroup(), result_timeout=RESULT_TIMEOUT_S)
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9

@@ -22,6 +22,7 @@ from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S
 
 #: Upstream type hashes of control_msgs/action/FollowJointTrajectory, per distro layout.
 KILTED_TYPE_HASHES = {
@@ -123,7 +124,8 @@ def run_selfcheck(timeout: float = 10.0) -> SelfCheckReport:
             return result
 
         ActionServer(server_node, FollowJointTrajectory, action, execute,
-                     cancel_callback=lambda _req: CancelResponse.ACCEPT, callback_group=group)
+                     cancel_callback=lambda _req: CancelResponse.ACCEPT, callback_group=group,
+                     result_timeout=RESULT_TIMEOUT_S)
         client = ActionClient(client_node, FollowJointTrajectory, action)
         server_exec = MultiThreadedExecutor(num_threads=2, context=ros.context)
         server_exec.add_node(server_node)

@@ -20,6 +20,7 @@ from mj_manipulator_ros.sim.goal import (
     PREEMPTED_MESSAGE, GoalRequest, GoalTicket, ToleranceRequest, check_goal)
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig
+from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S
 
 Result = FollowJointTrajectory.Result
 
@@ -44,7 +45,7 @@ class SimArmServer:
         self._server = ActionServer(
             node, FollowJointTrajectory, arm.action_name, self._execute,
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
-            callback_group=ReentrantCallbackGroup())
+            callback_group=ReentrantCallbackGroup(), result_timeout=RESULT_TIMEOUT_S)
 
     @property
     def faults(self) -> ArmFaults:

@@ -1,0 +1,12 @@
+"""How long an action server keeps a finished goal's result for its client.
+
+rclpy's ``ActionServer`` forgets a goal ``result_timeout`` seconds after it ended (10 s by
+default in the rclpy of Jazzy and Kilted; rclcpp's default is 15 minutes). A client whose
+``get_result`` request reaches the server later (a loaded machine, a client that asks only when
+it needs the result) gets ``STATUS_UNKNOWN`` with an empty result, and the server logs "Sending
+result response for unknown or expired goal ID": the goal's real outcome is lost to it. Every
+action server of this package keeps results as long as rclcpp's servers do.
+"""
+
+#: seconds a finished goal's result stays available (rclcpp's default, 15 minutes)
+RESULT_TIMEOUT_S = 900
