@@ -13,6 +13,7 @@ second Ctrl-C: canceled; before anything was sent: nothing sent). Ctrl-Z pauses 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -33,14 +34,26 @@ def _execute(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
+    # from the first line on, Ctrl-C never raises and Ctrl-Z never suspends: what comes while
+    # the modules below are imported is noted, then handed to the real handlers
+    early: list[int] = []
+    noted = _note_signals(early)
     from mj_manipulator_ros.core.sync import INTERRUPTED, CancelScope, FailureReason, interrupts_cancel
 
     scope = CancelScope()
     made: list = []   # the executor, once made: the first Ctrl-C is its controlled stop
-    # from the first line on, Ctrl-C never raises: before anything is sent nothing is sent (the
-    # run ends canceled, every arm not_sent, exit 130); later it stops the arms along the plan
-    # (a second one cancels: every arm holds)
-    with interrupts_cancel(scope, first=lambda: bool(made) and made[0].stop(INTERRUPTED)):
+    # before anything is sent, Ctrl-C sends nothing (the run ends canceled, every arm not_sent,
+    # exit 130); later it stops the arms along the plan (a second one cancels: every arm holds)
+    pending_pause = [False]   # Ctrl-Z before the executor exists
+    interrupted = []          # a Ctrl-C came (the exit code says so whatever the report)
+
+    def first_ctrl_c() -> bool:
+        interrupted.append(True)
+        return bool(made) and made[0].stop(INTERRUPTED)
+    noted()
+    with interrupts_cancel(scope, first=first_ctrl_c), _pause_on_ctrl_z(made, pending_pause):
+        for signum in early:   # replayed in order, now that the handlers are in place
+            signal.raise_signal(signum)
         from mj_manipulator_ros.check.preflight import preflight_for
         from mj_manipulator_ros.core import overrides
         from mj_manipulator_ros.core.config import ExecutionSettings
@@ -79,11 +92,12 @@ def _execute(args: argparse.Namespace) -> int:
         try:
             executor = MultiArmExecutor(config, preflight=preflight_for(config))
             executor.record_artifacts = artifacts
+            if pending_pause[0]:
+                executor.hold_next("paused (Ctrl-Z)")
             made.append(executor)
         except MjManipulatorError as exc:
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        restore = _pause_on_ctrl_z(executor)
         try:
             report = executor.execute(plan, record=args.record, scope=scope,
                                       approach=args.approach)
@@ -95,7 +109,6 @@ def _execute(args: argparse.Namespace) -> int:
                     print(line, file=sys.stderr)
             return EXIT_REFUSED
         finally:
-            restore()
             executor.close()
         print(report.to_json() if args.json else report.summary(), flush=True)
         if report.record_error is not None:
@@ -110,12 +123,29 @@ def _execute(args: argparse.Namespace) -> int:
     if f is not None and f.reason is FailureReason.EXTERNAL_ABORT and \
             (f.error_string or "").startswith(INTERRUPTED):
         return EXIT_INTERRUPTED   # canceled by Ctrl-C (also where no controlled stop fitted)
-    if f is None and report.stops and report.stops[-1].reason == INTERRUPTED:
-        return EXIT_INTERRUPTED   # stopped along the plan by Ctrl-C
+    if f is None and report.stops and report.stops[-1].reason == INTERRUPTED or interrupted:
+        return EXIT_INTERRUPTED   # stopped along the plan by Ctrl-C (also a paused run)
     if report.arms and all(r.status in (ArmStatus.NOT_SENT, ArmStatus.REJECTED)
                            for r in report.arms.values()):
         return EXIT_REFUSED   # no controller accepted a goal: nothing moved
     return EXIT_FAILED
+
+
+def _note_signals(early: list):
+    """Note SIGINT and SIGTSTP in ``early`` instead of raising or suspending (main thread only);
+    returns the function that puts Python's default handlers back (the real ones follow)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    names = [signal.SIGINT] + ([signal.SIGTSTP] if hasattr(signal, "SIGTSTP") else [])
+    previous = {s: signal.signal(s, lambda signum, _frame: early.append(signum)) for s in names}
+
+    def restore() -> None:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return restore
 
 
 def _interrupted_before_sending(args, scope, config, plan) -> int:
@@ -132,24 +162,38 @@ def _interrupted_before_sending(args, scope, config, plan) -> int:
     return EXIT_INTERRUPTED
 
 
-def _pause_on_ctrl_z(executor):
+@contextlib.contextmanager
+def _pause_on_ctrl_z(made: list, pending: list):
     """Where a terminal can send it: Ctrl-Z (SIGTSTP) pauses the running execution along the
     plan instead of suspending the process (the arms would go on unattended); Ctrl-Z again, or
-    SIGCONT, resumes it. Says so on stderr. Returns the function that restores the handlers."""
+    SIGCONT, resumes it. Says so on stderr. Before the start (``made`` still empty: no executor
+    yet; or the executor not yet running) it holds the execution: nothing is sent until Ctrl-Z
+    again (``pending[0]`` until the executor exists). The handlers are restored on exit."""
     import signal
     import threading
 
     if not hasattr(signal, "SIGTSTP") or threading.current_thread() is not threading.main_thread():
-        return lambda: None
+        yield
+        return
 
     def toggle(resume_only: bool) -> None:
         try:
-            if executor.speed.state == "paused":
+            if not made:   # no executor yet: remember it (applied once the executor exists)
+                pending[0] = False if resume_only else not pending[0]
+                said = ("held before the start: nothing is sent until Ctrl-Z again"
+                        if pending[0] else "resumed")
+                print(f"mj-manipulator-ros execute: {said}", file=sys.stderr, flush=True)
+                return
+            executor = made[0]
+            if executor.speed.state == "paused" or executor.held_before_start:
                 executor.resume()
                 print("mj-manipulator-ros execute: resumed", file=sys.stderr, flush=True)
-            elif not resume_only and executor.pause("paused (Ctrl-Z)"):
-                print("mj-manipulator-ros execute: paused along the plan; Ctrl-Z again (or kill "
-                      "-CONT) resumes, Ctrl-C stops", file=sys.stderr, flush=True)
+            elif not resume_only and (executor.pause("paused (Ctrl-Z)")
+                                      or executor.hold_next("paused (Ctrl-Z)")):
+                where = ("held before the start: nothing is sent until resumed"
+                         if executor.held_before_start else "paused along the plan")
+                print(f"mj-manipulator-ros execute: {where}; Ctrl-Z again (or kill -CONT) "
+                      "resumes, Ctrl-C stops", file=sys.stderr, flush=True)
         except Exception as exc:  # noqa: BLE001 - a refused resume says why and stays paused
             print(f"mj-manipulator-ros execute: {'resume' if resume_only else 'Ctrl-Z'}: {exc}",
                   file=sys.stderr, flush=True)
@@ -160,11 +204,11 @@ def _pause_on_ctrl_z(executor):
     def on_cont(_signum, _frame) -> None:
         threading.Thread(target=toggle, args=(True,), name="mjmr-sigcont", daemon=True).start()
     previous = (signal.signal(signal.SIGTSTP, on_tstp), signal.signal(signal.SIGCONT, on_cont))
-
-    def restore() -> None:
+    try:
+        yield
+    finally:
         signal.signal(signal.SIGTSTP, previous[0])
         signal.signal(signal.SIGCONT, previous[1])
-    return restore
 
 
 def _save_report_elsewhere(report) -> None:

@@ -244,11 +244,12 @@ def test_ctrl_c_in_the_first_seconds_of_execute_ends_canceled_with_nothing_sent(
     sim = processes([*CLI, "sim", "--config", str(config)])
     processes.wait_for_line(sim, "simulating arms", timeout=60)
     outcomes = []
-    for delay in (0.3, 0.8, 1.5, 2.5):
+    for delay in (0.0, 0.5, 1.5, 2.5):
         proc = subprocess.Popen([*CLI, "execute", str(plan), "--config", str(config), "--json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=processes.env)
         try:
+            catches(proc.pid, signal.SIGTSTP, timeout=30.0)   # installed with the SIGINT one
             time.sleep(delay)
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=120)
@@ -265,3 +266,63 @@ def test_ctrl_c_in_the_first_seconds_of_execute_ends_canceled_with_nothing_sent(
             assert {r["status"] for r in report["arms"].values()} == {"not_sent"}, report
             assert set(report["arms"]) == {"left", "right"}, report
     assert any(s == "canceled" for _, s in outcomes), outcomes
+
+
+def catches(pid: int, signum: int, timeout: float) -> None:
+    """Wait (bounded) until process ``pid`` has a handler for ``signum`` (/proc SigCgt): from
+    then on the signal is the program's, not the interpreter's start-up."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/status") as f:
+            caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+        if caught >> (signum - 1) & 1:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} installed no handler for signal {signum} in {timeout} s")
+
+
+def test_ctrl_z_at_every_phase_of_execute_holds_until_ctrl_z_again(processes, tmp_path) -> None:
+    """Ctrl-Z (SIGTSTP) at several moments of the start-up (imports, parsing, scene compile,
+    gate, start checks) or of the run: held before the start (the stamp is made only after the
+    second Ctrl-Z) or paused along the plan; the second Ctrl-Z resumes and the run succeeds.
+    Regression: before the executor existed Ctrl-Z suspended the process; during the checks it
+    was dropped and the arms started."""
+    import time
+
+    config, plan = setup(tmp_path, {"left": [0.0, 0.0], "right": [0.0, 0.0]}, relayed=False,
+                         execution={})
+    sim = processes([*CLI, "sim", "--config", str(config)])
+    processes.wait_for_line(sim, "simulating arms", timeout=60)
+    held_seen = 0
+    for delay in (0.0, 0.4, 0.8, 1.5):
+        proc = subprocess.Popen([*CLI, "execute", str(plan), "--config", str(config), "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=processes.env)
+        try:
+            catches(proc.pid, signal.SIGTSTP, timeout=30.0)   # before it, the interpreter starts
+            time.sleep(delay)
+            proc.send_signal(signal.SIGTSTP)
+            time.sleep(3.0)   # held this long: past every start check
+            resumed_at = time.time()
+            proc.send_signal(signal.SIGTSTP)
+            try:
+                out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:   # paused along the plan, its resume refused
+                proc.send_signal(signal.SIGINT)
+                out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=30)
+        assert "Traceback" not in err, (delay, err[-3000:])
+        if "held before the start" in err:
+            held_seen += 1
+            assert proc.returncode == 0, (delay, proc.returncode, out[-2000:], err[-2000:])
+            report = json.loads(out)
+            assert report["start_stamp"] > resumed_at, (delay, report["start_stamp"], resumed_at)
+        else:   # the stamp was made: a pause along the plan (a refused resume says why)
+            assert "paused along the plan" in err, (delay, err[-2000:])
+            assert proc.returncode in (0, 130), (delay, proc.returncode, out[-2000:], err[-2000:])
+    assert held_seen >= 2, held_seen

@@ -295,6 +295,16 @@ class MultiArmExecutor:
             with self._hold_lock:
                 self._held = None
 
+    def hold_next(self, reason: str) -> bool:
+        """Hold the execution in progress, or the next one, before its start: nothing is sent
+        until :meth:`resume` (any thread; e.g. Ctrl-Z before ``execute`` was called). Returns
+        False while an execution is running (use :meth:`pause`) or one is held already."""
+        with self._hold_lock:
+            if self._held is not None or self.speed.state != "idle":
+                return False
+            self._held = reason
+            return True
+
     @property
     def held_before_start(self) -> bool:
         """A pause asked before the start holds the execution: nothing is sent until resumed."""
