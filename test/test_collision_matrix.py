@@ -361,6 +361,62 @@ def test_the_matrix_is_cached_by_fingerprint(tmp_path) -> None:
     assert other.fingerprint != first.fingerprint and len(list((tmp_path / "c").glob("*.json"))) == 2
 
 
+# ---- a heightfield: never proven, always checked -------------------------------------------
+#: a 10 x 10 heightfield (0.5 m half-size, 30-60 mm high) and an arm link (a capsule along y
+#: from 0.23 to 0.5 m, 0.25 m high) that tilts about x into the terrain's far rows, where
+#: MuJoCo's heightfield distance does not look; a cylinder on its own fixed body beside it
+ROUGH_TERRAIN_ARM = """<mujoco><compiler angle="radian"/>
+<asset><hfield name="terrain" nrow="10" ncol="10" size="0.5 0.5 0.1 0.05" elevation="{}"/></asset>
+<worldbody><geom name="ground" type="hfield" hfield="terrain"/>
+  <body name="pillar" pos="0.3 0.35 0.3"><geom name="pillar_geom" type="cylinder" size="0.03 0.05"/></body>
+  <body name="link" pos="0 0.2 0.25"><joint name="pitch" axis="1 0 0" range="-1.2 1.2"/>
+    <geom name="link_geom" type="capsule" fromto="0 0.03 0 0 0.3 0" size="0.02"/></body>
+</worldbody></mujoco>""".format(" ".join(f"{0.3 + 0.03 * ((7 * k) % 11):.2f}" for k in range(100)))
+
+
+def test_a_heightfield_pair_is_never_proven_and_a_link_driven_into_it_is_refused(tmp_path) -> None:
+    """MuJoCo's distance to a heightfield reads a link inside it as far away (0.4 m here), which
+    proved the pair 'never' and skipped it: the gate refuses a plan that tilts the link into
+    the terrain, and its matrix lists the pair as checked, with the reason."""
+    (tmp_path / "terrain.xml").write_text(ROUGH_TERRAIN_ARM)
+    cfg = config_from_mapping({
+        "arms": [{"name": "arm", "joint_names": ["arm_pitch"]}],
+        "scene": {"models": [{"file": str(tmp_path / "terrain.xml"), "prefix": "arm_"}],
+                  "floor": False}})
+    scene = scene_for(cfg)
+    t = np.linspace(0.0, 2.0, 41)
+    tilt = np.linspace(0.0, -1.0, 41)
+    rows = np.tile(scene.initial_qpos, (41, 1))
+    rows[:, scene.arms["arm"].qpos_adr[0]] = tilt
+    depth = -min(reference_min_dist(scene, row, "arm_link") for row in rows)
+    assert depth > 0.03, f"fixture: the link should go into the terrain, goes {depth:.4f} m"
+    gate = PreflightCheck(cfg)
+    with pytest.raises(PlanRefused) as info:
+        gate(MultiArmPlan({"arm": ArmTrajectory(("arm_pitch",), t, tilt[:, None])}))
+    assert deepest(info.value.report, ("arm_link", "world")) == pytest.approx(depth, abs=2e-3)
+    acm = gate.checker.allowed
+    assert ("world", "arm_link") not in {p.bodies for p in acm.pairs}
+    assert [p.bodies for p in acm.unprovable] == [("world", "arm_link")]
+    assert "heightfield" in acm.unprovable[0].detail and "arm_ground" in acm.unprovable[0].detail
+    assert "world x arm_link: capsule x hfield" in acm.table()
+    assert ("arm_pillar", "arm_link") in {p.bodies for p in acm.pairs
+                                          if p.reason is AllowReason.NEVER}, \
+        "a pair of exact types is still proven"
+
+
+def reference_min_dist(scene, row: np.ndarray, body: str) -> float:
+    """MuJoCo's own collision pass on the plain model (margin 5 mm): the body's closest contact."""
+    m = copy.deepcopy(scene.model)
+    m.geom_margin[:] = 0.0025
+    d = mujoco.MjData(m)
+    d.qpos[:] = row
+    mujoco.mj_kinematics(m, d)
+    mujoco.mj_collision(m, d)
+    b = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, body)
+    dists = [d.contact.dist[k] for k in range(d.ncon) if b in m.geom_bodyid[d.contact.geom[k]]]
+    return min(dists, default=np.inf)
+
+
 def test_allowed_collisions_in_parameter_file_form(tmp_path) -> None:
     """ROS parameters cannot hold lists of mappings: names, each with its own section."""
     cfg = robot_config(tmp_path)

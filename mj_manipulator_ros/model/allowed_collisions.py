@@ -17,8 +17,12 @@ A pair is listed when:
   lower bound over every configuration of the joints the pair's distance depends on, see
   ``model/pair_distance.py``; at most two such joints). Skipping these is only an
   optimization: they cannot collide, so a check with or without them counts the same
-  collisions (the clearances a report prints are those of the checked pairs). The bound holds
-  inside the joint ranges widened by ``RANGE_PAD``: the replay check refuses poses outside.
+  collisions (the clearances a report prints are those of the checked pairs; MuJoCo's
+  box-box collider can read two boxes up to 0.5 mm closer than the exact distance the proof
+  uses). The bound holds inside the joint ranges widened by ``RANGE_PAD``: the replay check
+  refuses poses outside. It is tried only where MuJoCo's distance is exact for every geom-type
+  pair of the two bodies (``pair_distance.inexact_distance``: never a heightfield or an SDF);
+  the others stay checked, listed in ``unprovable`` with the reason.
 - ``never_touch``: proven never closer than ``TOUCH_CLEARANCE`` (1 mm) in the joint ranges, by
   the same bound, though inside the margin somewhere in them: the robot's own design, like the
   OpenArm's wrist (link5 and the hand's base are 2.3 mm apart at the limits of joint 6, and
@@ -51,7 +55,8 @@ import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError, JointLimitError
 from mj_manipulator_ros.model.arm_binding import ArmBinding
-from mj_manipulator_ros.model.pair_distance import MAX_EVALUATIONS, MAX_JOINTS, certify_pair
+from mj_manipulator_ros.model.pair_distance import (MAX_EVALUATIONS, MAX_JOINTS, certify_pair,
+                                                    inexact_distance)
 from mj_manipulator_ros.model.reach import reach_matrix
 
 log = logging.getLogger(__name__)
@@ -59,7 +64,7 @@ log = logging.getLogger(__name__)
 #: configurations sampled for the "always" pairs (MoveIt's setup assistant: 10,000)
 DEFAULT_SAMPLES = 10000
 _SEED = 20261201
-_FORMAT = 6   # bump when the generation changes: old cache entries are then ignored
+_FORMAT = 7   # bump when the generation changes: old cache entries are then ignored
 #: limited joint ranges are widened by this on each side for the ``never`` bound, rad or m
 RANGE_PAD = 0.01
 #: a ``never_touch`` pair is proven at least this far apart, m
@@ -118,6 +123,23 @@ class AllowedPair:
 
 
 @dataclass(frozen=True)
+class UnprovablePair:
+    """A pair the ``never`` bound was not tried on: MuJoCo's distance is not exact for one of
+    its geom-type pairs (``pair_distance.inexact_distance``). It stays checked.
+
+    Attributes:
+        bodies: the two body names, in model order.
+        detail: why, naming the geoms.
+    """
+
+    bodies: tuple[str, str]
+    detail: str
+
+    def to_dict(self) -> dict:
+        return {"a": self.bodies[0], "b": self.bodies[1], "detail": self.detail}
+
+
+@dataclass(frozen=True)
 class AllowedCollisionMatrix:
     """The matrix of one model.
 
@@ -126,12 +148,14 @@ class AllowedCollisionMatrix:
         samples: configurations sampled for ``always``.
         margin: the distance below which a sampled pair counted as in contact, m.
         fingerprint: of the model, arms, margin and sampling the matrix was generated for.
+        unprovable: pairs left checked because their distance is not exact (not in ``pairs``).
     """
 
     pairs: tuple[AllowedPair, ...]
     samples: int
     margin: float
     fingerprint: str
+    unprovable: tuple[UnprovablePair, ...] = ()
 
     def skipped(self) -> tuple[AllowedPair, ...]:
         """The pairs the check skips: everything but ``filtered`` (which MuJoCo never reports)."""
@@ -220,18 +244,22 @@ class AllowedCollisionMatrix:
             extra.append(AllowedPair((model.body(key[0]).name, model.body(key[1]).name),
                                      AllowReason.CONFIGURED, reason, stated=stated))
         return AllowedCollisionMatrix(self.pairs + tuple(extra), self.samples, self.margin,
-                                      self.fingerprint)
+                                      self.fingerprint, self.unprovable)
 
     def to_dict(self) -> dict:
         return {"samples": self.samples, "margin": self.margin, "fingerprint": self.fingerprint,
-                "count": self.count(), "pairs": [p.to_dict() for p in self.pairs]}
+                "count": self.count(), "pairs": [p.to_dict() for p in self.pairs],
+                "unprovable": [p.to_dict() for p in self.unprovable]}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "AllowedCollisionMatrix":
         pairs = tuple(AllowedPair((p["a"], p["b"]), AllowReason(p["reason"]), p["detail"],
                                   tuple(p.get("joints", ())), tuple(p.get("stated", ())))
                       for p in d["pairs"])
-        return cls(pairs, int(d["samples"]), float(d["margin"]), str(d["fingerprint"]))
+        unprovable = tuple(UnprovablePair((p["a"], p["b"]), p["detail"])
+                           for p in d.get("unprovable", ()))
+        return cls(pairs, int(d["samples"]), float(d["margin"]), str(d["fingerprint"]),
+                   unprovable)
 
     def table(self, include_filtered: bool = False) -> str:
         """One line per pair (the ``filtered`` ones counted unless ``include_filtered``)."""
@@ -247,6 +275,10 @@ class AllowedCollisionMatrix:
                 continue
             stated = "".join(f" [{EXPLICIT_KEYS[k]}]" for k in p.stated)
             lines.append(f"  {p.bodies[0]} x {p.bodies[1]}: {p.reason.value} ({p.detail}){stated}")
+        if self.unprovable:
+            lines.append(f"{len(self.unprovable)} pairs checked, not proven: MuJoCo's distance is "
+                         "not exact for their geom types")
+            lines += [f"  {p.bodies[0]} x {p.bodies[1]}: {p.detail}" for p in self.unprovable]
         return "\n".join(lines)
 
 
@@ -282,8 +314,10 @@ def generate(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.nda
     skip = {(min(a, b), max(a, b)) for a, b in
             ((_body_id(model, p.bodies[0], ""), _body_id(model, p.bodies[1], "")) for p in pairs)}
     pairs += _always(model, arms, qpos, margin, samples, skip)
-    pairs += _never(model, arms, qpos, margin, {frozenset(p.bodies) for p in pairs})
-    acm = AllowedCollisionMatrix(tuple(pairs), samples, margin, fp)
+    proven, unprovable = _never(model, arms, qpos, margin, {frozenset(p.bodies) for p in pairs})
+    for p in unprovable:
+        log.info("allowed collisions: %s x %s stays checked, not proven: %s", *p.bodies, p.detail)
+    acm = AllowedCollisionMatrix(tuple(pairs + proven), samples, margin, fp, tuple(unprovable))
     if path is not None:
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -385,11 +419,12 @@ def _filtered_and_adjacent(model: mujoco.MjModel,
 
 
 def _never(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarray,
-           margin: float, listed: set) -> list[AllowedPair]:
+           margin: float, listed: set) -> tuple[list[AllowedPair], list[UnprovablePair]]:
     """Pairs (one body an arm's) whose distance depends on at most ``MAX_JOINTS`` arm joints
-    and is certified at or above ``margin`` over their ranges."""
+    and is certified at or above ``margin`` over their ranges; and the pairs that qualified but
+    were not tried, their distance not being exact."""
     if not arms:
-        return []
+        return [], []
     bodies = _active_bodies(model)
     moved_by: dict[int, set] = {b: set() for b in bodies}   # body -> arm joints moving it
     lip: dict[tuple[int, int], float] = {}                   # (joint, body) -> m per unit
@@ -401,7 +436,7 @@ def _never(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarr
                     moved_by[b].add(int(j))
                     lip[(int(j), b)] = float(rho[geoms, k].max())
     data = mujoco.MjData(model)
-    out = []
+    out, unprovable = [], []
     ids = sorted(bodies)
     for i, a in enumerate(ids):
         for b in ids[i + 1:]:
@@ -415,6 +450,11 @@ def _never(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarr
                      if (model.geom_contype[g] & model.geom_conaffinity[h])
                      or (model.geom_contype[h] & model.geom_conaffinity[g])]
             if not pairs:
+                continue
+            inexact = [why for g, h in pairs if (why := inexact_distance(model, g, h))]
+            if inexact:
+                more = f"; and {len(inexact) - 2} more geom pairs" if len(inexact) > 2 else ""
+                unprovable.append(UnprovablePair(names, "; ".join(inexact[:2]) + more))
                 continue
             lipschitz = np.array([lip[(j, a)] if j in moved_by[a] else lip[(j, b)] for j in joints])
             reason = AllowReason.NEVER
@@ -431,7 +471,7 @@ def _never(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarr
                                    f"their ranges +- {RANGE_PAD:g}; closest measured "
                                    f"{bound.closest * 1e3:.1f} mm in {bound.evaluations} boxes",
                                    bound.joints))
-    return out
+    return out, unprovable
 
 
 def _always(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarray,
