@@ -361,7 +361,61 @@ def test_the_matrix_is_cached_by_fingerprint(tmp_path) -> None:
     assert other.fingerprint != first.fingerprint and len(list((tmp_path / "c").glob("*.json"))) == 2
 
 
-# ---- a heightfield: never proven, always checked -------------------------------------------
+# ---- a heightfield: never proven, always checked; every model edit regenerates ---------------
+#: one arm link (a capsule, 0.23-0.27 m high, turning about z) over a 3 x 3 heightfield whose
+#: highest points are 0.24 m high, with a cylinder (its own fixed body) above the link
+TERRAIN_ARM = """<mujoco><compiler angle="radian"/>
+<asset><hfield name="terrain" nrow="3" ncol="3" size="0.5 0.5 0.24 0.05"
+               elevation="1 1 1  1 0 1  1 1 1"/></asset>
+<worldbody><geom name="ground" type="hfield" hfield="terrain"/>
+  <body name="pillar" pos="0 0 0.45"><geom name="pillar_geom" type="cylinder" size="0.03 0.05"/></body>
+  <body name="link" pos="0 0 0.25"><joint name="yaw" axis="0 0 1" range="-2 2"/>
+    <geom name="link_geom" type="capsule" fromto="0.05 0 0 0.3 0 0" size="0.02"/></body>
+</worldbody></mujoco>"""
+
+
+def terrain_scene(tmp_path):
+    (tmp_path / "terrain_arm.xml").write_text(TERRAIN_ARM)
+    return scene_for(config_from_mapping({
+        "arms": [{"name": "arm", "joint_names": ["arm_yaw"]}],
+        "scene": {"models": [{"file": str(tmp_path / "terrain_arm.xml"), "prefix": "arm_"}],
+                  "floor": False}}))
+
+
+def verdicts(acm) -> dict:
+    """Body pair -> reason, or "checked: not provable"."""
+    out = {p.bodies: p.reason.value for p in acm.pairs}
+    out.update({p.bodies: "checked: not provable" for p in acm.unprovable})
+    return out
+
+
+def lower_a_corner(m: mujoco.MjModel) -> None:
+    """The heightfield's centre raised to the top, one corner lowered (the same size)."""
+    m.hfield_data[:] = [0, 1, 1, 1, 1, 1, 1, 1, 1]
+
+
+def loosen_gjk(m: mujoco.MjModel) -> None:
+    m.opt.ccd_tolerance = 1e-4
+
+
+@pytest.mark.parametrize("edit", [lower_a_corner, loosen_gjk])
+def test_an_edit_anywhere_in_the_compiled_model_regenerates_the_matrix(tmp_path, edit) -> None:
+    """The cache is keyed on the whole compiled model: a heightfield's elevation data and the
+    GJK settings (neither was in the old list of fields) each change a verdict, and the matrix
+    read after the edit is the one a fresh generation gives."""
+    scene = terrain_scene(tmp_path)
+    edited = copy.deepcopy(scene.model)
+    edit(edited)
+    cache = tmp_path / "cache"
+    before = generate(scene.model, scene.arms, scene.initial_qpos, 0.005, 200, cache_dir=cache)
+    after = generate(edited, scene.arms, scene.initial_qpos, 0.005, 200, cache_dir=cache)
+    assert after.fingerprint != before.fingerprint
+    assert len(list(cache.glob("acm-*.json"))) == 2
+    fresh = generate(edited, scene.arms, scene.initial_qpos, 0.005, 200, cache_dir=tmp_path / "new")
+    assert after == fresh
+    assert verdicts(fresh) != verdicts(before), "fixture: the edit should change a verdict"
+
+
 #: a 10 x 10 heightfield (0.5 m half-size, 30-60 mm high) and an arm link (a capsule along y
 #: from 0.23 to 0.5 m, 0.25 m high) that tilts about x into the terrain's far rows, where
 #: MuJoCo's heightfield distance does not look; a cylinder on its own fixed body beside it
