@@ -5,6 +5,7 @@ included."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -245,18 +246,10 @@ def test_ctrl_c_in_the_first_seconds_of_execute_ends_canceled_with_nothing_sent(
     processes.wait_for_line(sim, "simulating arms", timeout=60)
     outcomes = []
     for delay in (0.0, 0.5, 1.5, 2.5):
-        proc = subprocess.Popen([*CLI, "execute", str(plan), "--config", str(config), "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=processes.env)
-        try:
-            catches(proc.pid, signal.SIGTSTP, timeout=30.0)   # installed with the SIGINT one
+        with signalled_execute(processes, config, plan) as proc:
             time.sleep(delay)
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=30)
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, (delay, err[-3000:])
         assert proc.returncode == 130, (delay, proc.returncode, out[-2000:], err[-2000:])
         report = json.loads(out)
@@ -266,6 +259,22 @@ def test_ctrl_c_in_the_first_seconds_of_execute_ends_canceled_with_nothing_sent(
             assert {r["status"] for r in report["arms"].values()} == {"not_sent"}, report
             assert set(report["arms"]) == {"left", "right"}, report
     assert any(s == "canceled" for _, s in outcomes), outcomes
+
+
+@contextlib.contextmanager
+def signalled_execute(processes, config: Path, plan: Path):
+    """``execute --json`` as a process, yielded once its signal handlers are installed (before
+    that, a signal meets the interpreter's start-up); killed on the way out if still running."""
+    proc = subprocess.Popen([*CLI, "execute", str(plan), "--config", str(config), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=processes.env)
+    try:
+        catches(proc.pid, signal.SIGTSTP, timeout=30.0)   # installed with the SIGINT one
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
 
 
 def catches(pid: int, signum: int, timeout: float) -> None:
@@ -297,11 +306,7 @@ def test_ctrl_z_at_every_phase_of_execute_holds_until_ctrl_z_again(processes, tm
     processes.wait_for_line(sim, "simulating arms", timeout=60)
     held_seen = 0
     for delay in (0.0, 0.4, 0.8, 1.5):
-        proc = subprocess.Popen([*CLI, "execute", str(plan), "--config", str(config), "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=processes.env)
-        try:
-            catches(proc.pid, signal.SIGTSTP, timeout=30.0)   # before it, the interpreter starts
+        with signalled_execute(processes, config, plan) as proc:
             time.sleep(delay)
             proc.send_signal(signal.SIGTSTP)
             time.sleep(3.0)   # held this long: past every start check
@@ -312,10 +317,6 @@ def test_ctrl_z_at_every_phase_of_execute_holds_until_ctrl_z_again(processes, tm
             except subprocess.TimeoutExpired:   # paused along the plan, its resume refused
                 proc.send_signal(signal.SIGINT)
                 out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=30)
         assert "Traceback" not in err, (delay, err[-3000:])
         if "held before the start" in err:
             held_seen += 1
