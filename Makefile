@@ -4,6 +4,8 @@ ROS ?= kilted
 VENV ?= $(if $(filter kilted,$(ROS)),.venv,.venv-$(ROS))
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# pytest-xdist workers for the tests that share the machine (tools/run_tests.sh); 0: one process
+WORKERS ?= 2
 
 .PHONY: setup test demo bench rehearse-twin rehearse-faults clean
 
@@ -12,7 +14,7 @@ setup:
 	@ROS=$(ROS) VENV=$(VENV) bash tools/setup_env.sh
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	WORKERS=$(WORKERS) bash tools/run_tests.sh $(PY) $(PYTEST_ARGS)
 
 demo: setup
 	$(VENV)/bin/mj-manipulator-ros demo

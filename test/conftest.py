@@ -14,9 +14,9 @@ import pytest
 
 def pytest_configure(config: pytest.Config) -> None:
     # Must happen before any rclpy.init(): the RMW reads these when a context starts. A domain
-    # derived from the PID keeps concurrent test sessions on one machine apart; LOCALHOST keeps
-    # every participant on loopback.
-    os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)
+    # per worker keeps the workers of one session (pytest-xdist) and concurrent sessions on one
+    # machine apart; LOCALHOST keeps every participant on loopback.
+    os.environ["ROS_DOMAIN_ID"] = str(_domain_id())
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering without a display
     # The allowed-collision matrices this session generates (model/allowed_collisions.py), in
@@ -24,6 +24,22 @@ def pytest_configure(config: pytest.Config) -> None:
     if "MJ_MANIPULATOR_CACHE" not in os.environ:
         os.environ["MJ_MANIPULATOR_CACHE"] = tempfile.mkdtemp(prefix="mjm-acm-")
         config._mjm_cache = os.environ["MJ_MANIPULATOR_CACHE"]
+
+
+#: xdist workers per session at most (-n): each gets its own domain from the session's block
+MAX_WORKERS = 4
+
+
+def _domain_id() -> int:
+    """This process's DDS domain: a block of MAX_WORKERS domains per test session (100-199, from
+    the session's controller PID, which the workers inherit), one per xdist worker in it."""
+    base = os.environ.setdefault("MJM_TEST_DOMAIN_BASE", str(100 + (os.getpid() % 25) * MAX_WORKERS))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")   # gw<N>; absent without xdist
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    if index >= MAX_WORKERS:
+        raise pytest.UsageError(f"at most {MAX_WORKERS} test workers (-n): each needs its own DDS "
+                                f"domain; worker {worker} has none")
+    return int(base) + index
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

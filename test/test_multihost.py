@@ -5,6 +5,7 @@ on that network (multicast discovery on the subnet, no shared memory). Real proc
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -24,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 CLI = [str(Path(PY).with_name("mj-manipulator-ros"))]
 CROSSING = share_dir() / "config/plans/openarm_crossing.yaml"
-NAME = "mjmh"
+# one topology per test worker (pytest-xdist): namespace names are machine-wide
+NAME = "mjmh" + os.environ.get("PYTEST_XDIST_WORKER", "gw")[2:][:3]
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +37,6 @@ if not OK:
 
 @pytest.fixture(scope="module")
 def topology():
-    import os
-
     topo = Topology(NAME, ["exec", "left", "right"], 180 + os.getpid() % 40)
     try:
         yield topo
