@@ -85,12 +85,19 @@ def test_rest_times_are_the_executors_ramps(tmp_path) -> None:
 
 
 def test_failure_times_without_a_controlled_stop_count_as_cancels(tmp_path) -> None:
-    """A plan through corners (linear interpolation: a velocity step at every waypoint): from
-    some failure times no ramp within the limits exists (the executor cancels every arm
-    there): counted, covered by the cancel band, never an error."""
+    """A plan whose own acceleration grows beyond the stop's bound (an oscillation at 10 rad/s
+    of amplitude 0.05 t rad: up to 10 rad/s^2 against stop_acceleration 4): from the failure
+    times where it is, no ramp within the limits exists (the executor cancels every arm
+    there): counted, covered by the cancel band, never an error. (A plan of positions only is
+    stopped from any plan time, as it is sent: test_time_scaling.py.)"""
     cfg = scene_config(tmp_path).with_execution(stop_skew_s=1.0)   # stop_acceleration 4
-    corners = np.column_stack([1.4 * np.linspace(0.0, 1.0, T.size) ** 2, np.zeros(T.size)])
-    band = failure_band(plan_of(corners, corners, T), cfg)
+    t = np.linspace(0.0, 2.0, 201)
+    q = np.column_stack([0.05 * t * np.sin(10.0 * t), np.zeros(t.size)])
+    v = np.column_stack([0.05 * np.sin(10.0 * t) + 0.5 * t * np.cos(10.0 * t),
+                         np.zeros(t.size)])
+    plan = MultiArmPlan({arm: ArmTrajectory((f"{arm}_j1", f"{arm}_j2"), t, q, v)
+                         for arm in ("left", "right")})
+    band = failure_band(plan, cfg)
     assert 0 < band.cancels < band.failures
     assert band.skew_s == 1.0 > band.controlled_s and "canceled" in band.set_by
 

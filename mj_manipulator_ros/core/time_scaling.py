@@ -194,11 +194,22 @@ def ramp_trajectory(traj: ArmTrajectory, s0: float, scaling: TimeScaling, then_p
     reference goes on continuous in position, velocity (and acceleration): no move from the
     measured state, no step (joint_trajectory_controller interpolates from the measured state
     only before a goal's first point). Without ``running`` the goal starts at the ramp.
+
+    A plan of positions only is run linearly between its waypoints (its velocity steps at
+    each one): its ramp is sent the same way, positions only, with a knot wherever the ramp
+    passes one of the plan's waypoints, so the reference keeps the plan's path exactly and its
+    velocity steps are the plan's own, scaled by the rate. (Sent with velocities, a cubic
+    segment across a waypoint must make the step smoothly within one knot spacing: a stop
+    from 40 % of the request times near a 10 Hz plan's waypoints reached 1.2-2.4 x the
+    acceleration limit, and the executor canceled instead.)
     """
     accelerations = traj.accelerations is not None
+    linear = traj.velocities is None
     T = scaling.duration
     k = max(2, int(np.ceil(T / KNOT_SPACING_S)) + 1)
     tau = np.linspace(0.0, T, k)
+    if linear:
+        tau = _with_waypoints(traj, s0, scaling, tau)
     advanced, rate, rate_dot = scaling.at(tau)
     p, vel, acc = _knots(traj, s0 + advanced, rate, rate_dot, accelerations)
     parts = [(tau, p, vel, acc)]
@@ -240,7 +251,32 @@ def ramp_trajectory(traj: ArmTrajectory, s0: float, scaling: TimeScaling, then_p
         vel[-1] = 0.0
         if acc is not None:
             acc[-1] = 0.0
-    return ArmTrajectory(traj.joint_names, times, pos, vel, acc, arm=traj.arm)
+    return ArmTrajectory(traj.joint_names, times, pos, None if linear else vel, acc,
+                         arm=traj.arm)
+
+
+def _with_waypoints(traj: ArmTrajectory, s0: float, scaling: TimeScaling,
+                    tau: np.ndarray) -> np.ndarray:
+    """``tau`` (the ramp's knot times, s from its start) and the times where the ramp passes
+    each of ``traj``'s waypoints (found by bisection: the scaled plan time never decreases);
+    a knot of ``tau`` closer than a quarter spacing to one of those is left out."""
+    T = scaling.duration
+    covered = float(scaling.at(np.array([T]))[0][0])
+    inner = traj.times[(traj.times > s0 + 1e-9) & (traj.times < s0 + covered - 1e-9)]
+    if not inner.size:
+        return tau
+    lo, hi = np.zeros(inner.size), np.full(inner.size, T)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        below = s0 + scaling.at(mid)[0] < inner
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    at = 0.5 * (lo + hi)
+    at = at[(at > 0.0) & (at < T)]
+    if not at.size:
+        return tau
+    near = np.abs(tau[:, None] - at[None, :]).min(axis=1) < 0.25 * KNOT_SPACING_S
+    near[0] = near[-1] = False   # the ramp's own ends stay
+    return np.unique(np.concatenate([tau[~near], at]))
 
 
 def peak_use(trajectories: Mapping[str, ArmTrajectory], bounds: Mapping[str, JointBounds],
