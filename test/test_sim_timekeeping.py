@@ -107,6 +107,7 @@ def test_idle_the_clock_reanchors_and_says_so(ros, tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.alone   # its three busy loops would load every test beside it
 def test_beside_busy_loops_a_failure_names_the_simulator_never_an_arm(tmp_path, processes
                                                                        ) -> None:
     """The simulator and ``execute`` as processes beside three busy loops (bounded, killed by
