@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
-import yaml
 
+from mj_manipulator_ros.core import yaml_load
 from mj_manipulator_ros.core.errors import PlanError
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
@@ -260,7 +260,7 @@ def _bag_joint_states(path: Path):
         meta = path / "metadata.yaml"
         if not meta.is_file():
             raise PlanError(f"{path}: not a rosbag2 directory (no metadata.yaml)")
-        info = yaml.safe_load(meta.read_text())["rosbag2_bagfile_information"]
+        info = yaml_load.safe_load(meta.read_text())["rosbag2_bagfile_information"]
         if info.get("storage_identifier") != "mcap":
             raise PlanError(f"{path}: storage {info.get('storage_identifier')!r}; only MCAP bags "
                             "are read (ros2 bag convert can make one)")

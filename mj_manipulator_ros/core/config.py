@@ -26,6 +26,7 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
+from mj_manipulator_ros.core import yaml_load
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.schema import check_acyclic, convert, from_mapping
 
@@ -293,7 +294,7 @@ def load_config(path: str | Path) -> ExecutorConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml_load.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     try:

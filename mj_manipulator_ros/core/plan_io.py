@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from mj_manipulator_ros.core import yaml_load
 from mj_manipulator_ros.core.errors import ConfigError, PlanError
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.schema import check_acyclic
@@ -65,7 +66,7 @@ def load_plan(path: str | Path) -> MultiArmPlan:
     except OSError as exc:
         raise PlanError(f"cannot read plan file {path}: {exc.strerror}") from None
     try:
-        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if suffix == ".json" else yaml_load.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise PlanError(f"{path}: cannot parse: {exc}") from None
     try:

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-import yaml
-
+from mj_manipulator_ros.core import yaml_load
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.resources import share_dir
 
@@ -86,7 +85,7 @@ def stages_file() -> Path:
 
 def load_protocol(path: Path | None = None) -> Protocol:
     path = path or stages_file()
-    data = yaml.safe_load(path.read_text())
+    data = yaml_load.safe_load(path.read_text())
     stages = []
     for k, s in enumerate(data["stages"]):
         if s["number"] != k:

@@ -15,6 +15,8 @@ from typing import Iterable, Mapping
 import rclpy
 import yaml
 
+from mj_manipulator_ros.core import yaml_load
+
 
 def given_parameter_names(argv: Iterable[str]) -> set[str]:
     """The parameter names set by the ``--ros-args`` sections of ``argv``."""
@@ -36,7 +38,7 @@ def given_parameter_names(argv: Iterable[str]) -> set[str]:
 
 def _file_parameter_names(path: Path) -> set[str]:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml_load.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError):
         return set()  # rcl reports an unreadable file itself
     names: set[str] = set()
