@@ -116,3 +116,32 @@ def test_the_shipped_plans_pass_their_computed_band(name) -> None:
     assert gate(plan).collision_free
     band = gate.last_band
     assert band.skew_s == band.controlled_s > cfg.execution.stop_skew_s and band.cancels == 0
+
+
+def test_a_plans_band_is_computed_once_and_a_held_arm_never_changes_it(tmp_path, monkeypatch
+                                                                        ) -> None:
+    """The gate keeps each plan's band by the plan's fingerprint: the same plan again is not
+    recomputed, a plan differing in one value is; a one-arm plan's band (the other arm held
+    where it stands) equals the band computed on the plan with that arm standing still."""
+    from mj_manipulator_ros.check import preflight
+    from mj_manipulator_ros.check.preflight import with_held_arms
+
+    cfg = turns_config(tmp_path)
+    gate = PreflightCheck(cfg)
+    computed = []
+    monkeypatch.setattr(preflight, "failure_band",
+                        lambda plan, config: computed.append(plan) or failure_band(plan, config))
+    plan = take_turns(gap=0.4)
+    first = gate.band(plan)
+    assert gate.band(take_turns(gap=0.4)) is first and len(computed) == 1
+    left = plan["left"]
+    nudged = left.positions.copy()
+    nudged[7, 0] += 1e-9
+    moved = MultiArmPlan({"left": ArmTrajectory(left.joint_names, left.times, nudged,
+                                                left.velocities), "right": plan["right"]})
+    assert gate.band(moved) is not first and len(computed) == 2
+    alone = MultiArmPlan({"left": plan["left"]})
+    held = {"right": np.array([0.3, -0.2])}
+    reference = failure_band(with_held_arms(alone, held, gate.checker.arms), cfg)
+    gate(alone, held)
+    assert gate.last_band == reference and computed[-1].arm_names == ("left",)

@@ -7,6 +7,8 @@ The executor only takes a ``plan -> None`` callable; program entry points build 
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from typing import Callable, Mapping, Optional
 
 import numpy as np
@@ -50,10 +52,14 @@ class PreflightCheck:
     against the other arms held still where they are: ``held`` gives their measured positions
     (arm -> (J,), in the configuration's joint order)."""
 
+    #: the bands of this many plans are kept (a cell runs the same plans again and again)
+    BANDS_KEPT = 32
+
     def __init__(self, config: ExecutorConfig, **kwargs) -> None:
         self.checker = scene_checker(config, **kwargs)
         self.config = config
         self.last_band: Optional[FailureBand] = None
+        self._bands: "OrderedDict[str, FailureBand]" = OrderedDict()
 
     @property
     def not_checked(self) -> tuple[str, ...]:
@@ -64,17 +70,46 @@ class PreflightCheck:
 
     def __call__(self, plan: MultiArmPlan,
                  held: Optional[Mapping[str, np.ndarray]] = None) -> ReplayReport:
+        moving = plan
         plan = with_held_arms(plan, held or {}, self.checker.arms)
         report = self.checker.check(plan, mode="synchronized", continuous=True)
         if not report.collision_free:
             raise PlanRefused(report)
         if len(plan.arm_names) > 1:
-            need = failure_band(plan, self.config)
+            need = self.band(moving)
             self.last_band = need
             band = self.checker.check(plan, mode="band", skew=need.skew_s)
             if not band.collision_free:
                 raise PlanRefused(band, need)
         return report
+
+
+    def band(self, plan: MultiArmPlan) -> FailureBand:
+        """The stop band of ``plan`` (``check/failure_band.py``), computed once per plan: kept
+        by the plan's fingerprint (every arm's names, times and values; the configuration is
+        this gate's own). The arms a plan leaves out stand still (no velocity, no
+        acceleration): they never bind a stop's ramp, so the band is the moving arms' own."""
+        key = plan_fingerprint(plan)
+        band = self._bands.get(key)
+        if band is None:
+            band = self._bands[key] = failure_band(plan, self.config)
+            while len(self._bands) > self.BANDS_KEPT:
+                self._bands.popitem(last=False)
+        self._bands.move_to_end(key)
+        return band
+
+
+def plan_fingerprint(plan: MultiArmPlan) -> str:
+    """sha256 over every arm's name, joint names, times and values (positions, velocities,
+    accelerations where given): two plans with one fingerprint are the same plan."""
+    h = hashlib.sha256()
+    for name in plan.arm_names:
+        t = plan[name]
+        h.update(repr((name, tuple(t.joint_names))).encode())
+        for values in (t.times, t.positions, t.velocities, t.accelerations):
+            h.update(b"-" if values is None else
+                     repr(values.shape).encode() + np.ascontiguousarray(values, float).tobytes())
+    return h.hexdigest()
 
 
 def with_held_arms(plan: MultiArmPlan, held: Mapping[str, np.ndarray],
