@@ -209,3 +209,15 @@ def tiny_sim(ros, tmp_path):
     yield make
     for node in made:
         node.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """The longest tests first (their own ``timeout`` marker, then ``slow``): with the workers
+    of ``make test`` (pytest-xdist, worksteal) the long rehearsal starts at once and the short
+    tests fill the other worker; the order never changes a verdict (each test sets up its own
+    world)."""
+    def weight(item) -> tuple:
+        timeout = item.get_closest_marker("timeout")
+        return (-(timeout.args[0] if timeout and timeout.args else 0),
+                item.get_closest_marker("slow") is None)
+    items.sort(key=weight)   # stable: the collection order within each group
