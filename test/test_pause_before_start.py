@@ -89,3 +89,43 @@ def test_a_pause_before_the_start_that_outlives_max_pause_sends_nothing(tiny_sim
     assert "longer than execution.max_pause_s = 0.5 s: nothing was sent" in \
         report.first_failure.error_string
     assert node.arms["left"].tickets == [] and node.arms["right"].tickets == []
+
+
+def test_a_pause_while_the_stamp_is_made_is_a_pause_along_the_plan_never_held(
+        tiny_sim, ros, tmp_path) -> None:
+    """A pause asked after the last start check, while the stamp is being made (forced: asked
+    as the start gate opens): the goals go out and the run pauses as it begins, so it must not
+    be reported as held before the start (regression: ``held_before_start`` said so, and
+    ``execute``'s Ctrl-Z printed "held before the start: nothing is sent until resumed" while
+    the stamp was made and the goals sent)."""
+    node = tiny_sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    seen: dict = {}
+    out: dict = {}
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        open_gate = executor._open_gate
+
+        def pause_then_open(*args, **kwargs):
+            seen["paused"] = executor.pause("operator pause")
+            seen["held"] = executor.held_before_start
+            return open_gate(*args, **kwargs)
+        executor._open_gate = pause_then_open
+        plan = plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]})
+        thread = threading.Thread(target=lambda: out.update(report=executor.execute(plan)),
+                                  name="test-execute")
+        thread.start()
+        try:
+            deadline = time.monotonic() + 30.0
+            while executor.speed.state != "paused" and thread.is_alive() and \
+                    time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert executor.speed.state == "paused", (seen, out)
+            assert executor.resume() is True
+        finally:
+            thread.join(60.0)
+    assert not thread.is_alive()
+    assert seen == {"paused": True, "held": False}, seen
+    report = out["report"]
+    assert report.status is ExecutionStatus.SUCCEEDED, report.summary()
+    assert [r.kind for r in report.stops] == ["pause"], report.summary()
+    assert len(node.arms["left"].tickets) >= 1 and len(node.arms["right"].tickets) >= 1

@@ -134,6 +134,9 @@ class MultiArmExecutor:
         #: a pause asked while an execution is in progress but not yet running (validation,
         #: pre-flight, start checks): its reason; nothing is sent until :meth:`resume`
         self._held: str | None = None
+        #: past the last start check: a pause asked now is applied as the run begins (the
+        #: stamp is being made), no longer a hold before the start
+        self._committed = False
         self._hold_lock = threading.Lock()         # orders pause/resume against the start
         self._held_changed = threading.Condition(self._hold_lock)
         self._stuck: set[str] = set()              # arms whose thread outlived its join
@@ -290,6 +293,7 @@ class MultiArmExecutor:
                             return _not_sent(plan, scope, self.not_checked)
                         with self._hold_lock:
                             if self._held is None:
+                                self._committed = True
                                 break
                     if record is None:
                         return self._execute(plan, scope, tolerances or {})
@@ -301,6 +305,7 @@ class MultiArmExecutor:
                 self._scopes.discard(scope)
             with self._hold_lock:
                 self._held = None
+                self._committed = False
 
     def hold_next(self, reason: str) -> bool:
         """Hold the execution in progress, or the next one, before its start: nothing is sent
@@ -314,8 +319,11 @@ class MultiArmExecutor:
 
     @property
     def held_before_start(self) -> bool:
-        """A pause asked before the start holds the execution: nothing is sent until resumed."""
-        return self._held is not None
+        """A pause asked before the start holds the execution: nothing is sent until resumed.
+        False once past the last start check: a pause asked then is applied as the run begins
+        (it pauses along the plan; regression: it was reported as held while the stamp was
+        made and the goals sent)."""
+        return self._held is not None and not self._committed
 
     def _hold_while_paused(self, scope: CancelScope) -> bool:
         """Block while a pause asked before the start holds (at most ``execution.max_pause_s``;
