@@ -11,10 +11,14 @@ import dataclasses
 import math
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 
 from mj_manipulator_ros.check.preflight import preflight_for, scene_checker
@@ -28,6 +32,7 @@ from mj_manipulator_ros.hil.analysis import JointSamples
 from mj_manipulator_ros.hil.joint_state_rows import JointStateRows
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
 
 class Interrupted(Exception):
@@ -52,10 +57,6 @@ class JointStateBuffer(JointStateRows):
         self.rejected = 0
         self.rejection: Optional[JointStateMessageError] = None
         self._sub = node.create_subscription(JointState, "/joint_states", self._on_msg, 200)
-
-    def close(self) -> None:
-        """Stop listening (the node is its owner's)."""
-        self._node.destroy_subscription(self._sub)
 
     def _on_msg(self, msg: JointState) -> None:
         received = self._node.get_clock().now().nanoseconds * 1e-9
@@ -103,11 +104,13 @@ class HilSession:
         self.config = config
         self.executor = MultiArmExecutor(config, context=self.ros.context,
                                          preflight=preflight_for(config))
-        # on the executor's clock node: its clock is the controllers' (every time this session
-        # reads), and a node of its own would take every /clock message a second time (on sim
-        # time 1,000 a second at the rehearsal's 2x: 0.2-0.27 of a core, measured)
-        self.node = self.executor.clock_node
+        self.node = rclpy.create_node(
+            f"mjmr_hil_{uuid.uuid4().hex[:6]}", context=self.ros.context,
+            parameter_overrides=[Parameter("use_sim_time", Parameter.Type.BOOL, sim)])
         self.joint_states = JointStateBuffer(self.node, joint_states_keep_s)
+        ex = SingleThreadedExecutor(context=self.ros.context)
+        ex.add_node(self.node)
+        self._spinner = BackgroundSpinner(ex, "mjmr-hil-listener").start()
         self._checker: Optional[PlanReplayChecker] = None
         self.interrupted = threading.Event()
         #: (plan, report, samples) of the latest execution, for the records
@@ -215,7 +218,8 @@ class HilSession:
         self.sim_node.set_faults(arm, **changes)
 
     def close(self) -> None:
-        self.joint_states.close()
+        self._spinner.stop()
+        self.node.destroy_node()
         self.executor.close()
         if self.sim_node is not None:
             self.sim_node.close()

@@ -187,13 +187,6 @@ class MultiArmExecutor:
             first |= scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None, reason))
         return first
 
-    @property
-    def clock_node(self) -> Node:
-        """The node whose clock is every time of this executor (the controllers' clock: on sim
-        time, the one /clock subscription here). A caller may host subscriptions on it that
-        read that clock (spun by this executor's clock thread: callbacks must be short)."""
-        return self._clock_node
-
     def check(self, plan: MultiArmPlan) -> None:
         """Validation and the pre-flight check, as :meth:`execute` runs them (nothing is sent).
 
