@@ -39,10 +39,7 @@ def run_with_a_busy_arm(ros, tmp_path, aborted: tuple[str, ...], busy: str,
                 while time.monotonic() < deadline and not until(executor):
                     time.sleep(0.002)
             executor.on_feedback = hook
-            # with velocities: a controlled stop from any plan time fits the limits (a
-            # position-only plan's stop is refused from some request times near its waypoints,
-            # and the scope is canceled instead: not the ordering these tests force)
-            report: ExecutionReport = executor.execute(swing(velocities=True))
+            report: ExecutionReport = executor.execute(swing())
             sent = {a: len(r.sent) for a, r in executor._last_runs.items()}
     finally:
         sim.close()

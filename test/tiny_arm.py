@@ -57,13 +57,9 @@ def tiny_config(tmp_path: Path, arms=("left", "right"), sim: dict | None = None,
                                                        separation)))
 
 
-def swing(duration: float = 3.0, velocities: bool = False) -> MultiArmPlan:
-    """Both arms out (0.4, 0.3 rad) and back on a sin^2 profile, from rest at 0 to rest at 0.
-    Positions only (linear between waypoints, as a controller runs them), or with
-    ``velocities`` the profile's exact ones (a cubic spline)."""
+def swing(duration: float = 3.0) -> MultiArmPlan:
+    """Both arms out (0.4, 0.3 rad) and back on a sin^2 profile, from rest at 0 to rest at 0."""
     t = np.linspace(0.0, duration, 31)
     s = np.sin(np.pi * t / duration) ** 2
-    ds = np.pi / duration * np.sin(2 * np.pi * t / duration)
-    return MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), t, np.outer(s, [0.4, 0.3]),
-                                          np.outer(ds, [0.4, 0.3]) if velocities else None)
+    return MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), t, np.outer(s, [0.4, 0.3]))
                          for a in ("left", "right")})
