@@ -83,7 +83,6 @@ class PreflightCheck:
                 raise PlanRefused(band, need)
         return report
 
-
     def band(self, plan: MultiArmPlan) -> FailureBand:
         """The stop band of ``plan`` (``check/failure_band.py``), computed once per plan: kept
         by the plan's fingerprint (every arm's names, times and values; the configuration is
