@@ -534,3 +534,20 @@ def test_band_certificate_against_brute_force(tmp_path, seed) -> None:
         reference, _ = brute_force_band(checker, plan, 0.1, step=0.004)
         agree_with_reference(report, reference, checker.margin, counts)
     assert counts["clear"] >= 1 and counts["colliding"] >= 1, counts
+
+
+@pytest.mark.parametrize("separation", [0.55, 1.05])
+def test_the_band_beside_an_arm_that_holds_is_the_synchronized_replay(tmp_path, separation) -> None:
+    """One arm swings, the other holds one pose all along: every pair of plan times within the
+    skew is a state of the synchronized replay, so the band checks no more states than it and
+    reaches the same verdict, which a brute-force sampling of the band confirms."""
+    checker, _ = checker_for(scene_config(tmp_path, separation=separation))
+    plan = plan_of(SWING, STILL, T)
+    sync = checker.check(plan)
+    band = checker.check(plan, mode="band", skew=0.4)
+    reference, _ = brute_force_band(checker, plan, 0.4, step=0.02)
+    counts = {"clear": 0, "colliding": 0}
+    agree_with_reference(band, reference, checker.margin, counts)
+    assert band.collision_free == sync.collision_free
+    assert band.states_checked == sync.states_checked, (band.summary(), sync.summary())
+    assert band.skew == 0.4
