@@ -145,3 +145,39 @@ def test_a_plans_band_is_computed_once_and_a_held_arm_never_changes_it(tmp_path,
     reference = failure_band(with_held_arms(alone, held, gate.checker.arms), cfg)
     gate(alone, held)
     assert gate.last_band == reference and computed[-1].arm_names == ("left",)
+
+
+def test_a_plans_verdict_is_kept_and_never_outlives_a_changed_held_arm(tmp_path, monkeypatch
+                                                                        ) -> None:
+    """The gate keeps each checked plan's verdict (synchronized and band replays) by the
+    fingerprint of the plan as checked: the same plan with the same held arms is not replayed
+    again, refused or accepted as before; the same moving arm beside a held arm that stands
+    elsewhere is replayed, and refused when it now strikes that arm."""
+    cfg = turns_config(tmp_path)
+    gate = PreflightCheck(cfg)
+    replays = []
+    check = gate.checker.check
+    monkeypatch.setattr(gate.checker, "check",
+                        lambda plan, **kw: replays.append(kw.get("mode")) or check(plan, **kw))
+    safe, refused = take_turns(gap=0.4), take_turns(gap=0.0)
+    first = gate(safe)
+    assert replays == ["synchronized", "band"]
+    assert gate(take_turns(gap=0.4)) is first and len(replays) == 2
+    with pytest.raises(PlanRefused) as one:
+        gate(refused)
+    with pytest.raises(PlanRefused) as two:
+        gate(refused)
+    assert len(replays) == 4 and two.value.report is one.value.report
+    # the left arm's turn alone, the right arm held at rest, then where its own turn takes it
+    alone = MultiArmPlan({"left": safe["left"]})
+    reach = safe["right"].positions[np.argmax(np.abs(safe["right"].positions[:, 0]))]
+    gate(alone, {"right": np.zeros(2)})
+    assert len(replays) == 6
+    assert gate.checker.check(with_held(gate, alone, reach)).collision_free is False
+    with pytest.raises(PlanRefused, match="synchronized"):
+        gate(alone, {"right": reach})
+
+
+def with_held(gate: PreflightCheck, plan: MultiArmPlan, right: np.ndarray) -> MultiArmPlan:
+    from mj_manipulator_ros.check.preflight import with_held_arms
+    return with_held_arms(plan, {"right": right}, gate.checker.arms)

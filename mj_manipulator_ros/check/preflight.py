@@ -50,9 +50,13 @@ class PreflightCheck:
 
     A plan over some of the scene's arms (MoveIt sends single-arm goals routinely) is checked
     against the other arms held still where they are: ``held`` gives their measured positions
-    (arm -> (J,), in the configuration's joint order)."""
+    (arm -> (J,), in the configuration's joint order).
 
-    #: the bands of this many plans are kept (a cell runs the same plans again and again)
+    A plan's verdict is kept by the fingerprint of the plan as checked (the held arms' poses
+    in it): the same plan from the same poses is accepted or refused again without a replay."""
+
+    #: the bands and verdicts of this many plans are kept (a cell runs the same plans again and
+    #: again; the scene, margin and configuration are this gate's own)
     BANDS_KEPT = 32
 
     def __init__(self, config: ExecutorConfig, **kwargs) -> None:
@@ -60,6 +64,8 @@ class PreflightCheck:
         self.config = config
         self.last_band: Optional[FailureBand] = None
         self._bands: "OrderedDict[str, FailureBand]" = OrderedDict()
+        #: plan fingerprint -> (synchronized report, band report, band) of a plan checked
+        self._verdicts: "OrderedDict[str, tuple]" = OrderedDict()
 
     @property
     def not_checked(self) -> tuple[str, ...]:
@@ -72,16 +78,32 @@ class PreflightCheck:
                  held: Optional[Mapping[str, np.ndarray]] = None) -> ReplayReport:
         moving = plan
         plan = with_held_arms(plan, held or {}, self.checker.arms)
-        report = self.checker.check(plan, mode="synchronized", continuous=True)
+        key = plan_fingerprint(plan)   # the plan as checked: the held arms' poses in it
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._verdicts[key] = self._certify(moving, plan)
+            while len(self._verdicts) > self.BANDS_KEPT:
+                self._verdicts.popitem(last=False)
+        self._verdicts.move_to_end(key)
+        report, band, need = verdict
+        if need is not None:
+            self.last_band = need
         if not report.collision_free:
             raise PlanRefused(report)
-        if len(plan.arm_names) > 1:
-            need = self.band(moving)
-            self.last_band = need
-            band = self.checker.check(plan, mode="band", skew=need.skew_s)
-            if not band.collision_free:
-                raise PlanRefused(band, need)
+        if band is not None and not band.collision_free:
+            raise PlanRefused(band, need)
         return report
+
+    def _certify(self, moving: MultiArmPlan, plan: MultiArmPlan
+                 ) -> tuple[ReplayReport, Optional[ReplayReport], Optional[FailureBand]]:
+        """The synchronized replay of ``plan`` (every arm of the scene) and, when it is clear
+        and more than one arm is in it, its band replay and the band's width from ``moving``
+        (the arms the plan moves)."""
+        report = self.checker.check(plan, mode="synchronized", continuous=True)
+        if not report.collision_free or len(plan.arm_names) < 2:
+            return report, None, None
+        need = self.band(moving)
+        return report, self.checker.check(plan, mode="band", skew=need.skew_s), need
 
     def band(self, plan: MultiArmPlan) -> FailureBand:
         """The stop band of ``plan`` (``check/failure_band.py``), computed once per plan: kept
