@@ -85,4 +85,5 @@ def save_plan(plan: MultiArmPlan, path: str | Path) -> None:
     if path.suffix.lower() == ".json":
         path.write_text(json.dumps(data, indent=1))
     else:
-        path.write_text(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120))
+        path.write_text(yaml_load.safe_dump(data, sort_keys=False, default_flow_style=None,
+                                            width=120))

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Mapping, Optional
 
-import yaml
 from control_msgs.action import FollowJointTrajectory
 from rcl_interfaces.msg import Log
 from rclpy.serialization import serialize_message
@@ -22,6 +21,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectoryPoint
 
+from mj_manipulator_ros.core import yaml_load
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.plan import MultiArmPlan
@@ -66,7 +66,7 @@ def expected_bytes(config: ExecutorConfig, plan: MultiArmPlan, joint_state_hz: f
     per_second = hz * js + FEEDBACK_HZ * fb
     goals = 4 * sum(plan[a].positions.size * 8 * 3 for a in plan.arm_names)
     kept = 2 * sum(len(t.encode()) for t in artifacts.values()) + 2 * len(
-        yaml.safe_dump(plan_to_mapping(plan)).encode())
+        yaml_load.safe_dump(plan_to_mapping(plan)).encode())
     total = int(2 * seconds * per_second + goals + kept + RESERVE_BYTES + 65536)
     how = (f"{seconds:.1f} s at most; joint states {hz:.0f}/s x {js} B, feedback "
            f"{FEEDBACK_HZ:.0f}/s per arm, {fb} B for all arms; twice that, plus "
@@ -121,7 +121,7 @@ class ExecutionRecording:
             topics += arm_topics(arm.action_name)
         written = [(goal_topic(a.name), FollowJointTrajectory.Goal) for a in arms]
         self.bag = BagRecorder(path, context, topics, written, {
-            "plan": yaml.safe_dump(plan_to_mapping(plan), sort_keys=False),
+            "plan": yaml_load.safe_dump(plan_to_mapping(plan), sort_keys=False),
             "config": config_text(config), **(artifacts or {})})
         # before any goal: the first feedback and joint states after this are recorded
         unmatched = self.bag.wait_matched()
