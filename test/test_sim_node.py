@@ -125,7 +125,10 @@ def test_new_goal_preempts(sim, client) -> None:
 
 
 def test_joint_states_and_clock_while_moving(sim, client) -> None:
-    sim(joint_state_rate_hz=100.0)
+    """Joint states at their rate while moving; /clock at sim.clock_rate_hz of sim time (100 Hz
+    here, against 500 Hz control cycles), never backwards."""
+    node_ = sim(joint_state_rate_hz=100.0, clock_rate_hz=100.0)
+    assert node_.shared.control_period < 0.01
     get, ex, node = client
     states, clocks = [], []
     node.create_subscription(JointState, "/joint_states", states.append, 100)
@@ -133,6 +136,9 @@ def test_joint_states_and_clock_while_moving(sim, client) -> None:
     h = send(get(), ex, make_goal())
     result(ex, h)
     assert clocks, "no /clock with use_sim_time"
+    steps = np.diff([c.clock.sec + c.clock.nanosec * 1e-9 for c in clocks])
+    assert np.median(steps) == pytest.approx(0.01, abs=1e-9), np.unique(steps.round(6))
+    assert np.all(steps > 0) and np.allclose(steps / 0.01, np.round(steps / 0.01), atol=1e-6)
     moving = [s for s in states if abs(s.velocity[0]) > 0.05]
     assert len(moving) >= 20, "joint states must keep coming while the arm moves"
     assert list(states[-1].name) == ["left_j1", "left_j2", "right_j1", "right_j2"]

@@ -131,9 +131,9 @@ class SimNode:
         self.shared.on_event = on_event
         self._diagnostics = self.node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._diag_timer = self.node.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+        if self._clock_pub is not None:   # first: a cycle's joint states are never ahead of it
+            self.shared.add_observer(config.sim.clock_rate_hz, self._publish_clock)
         self.shared.add_observer(config.sim.joint_state_rate_hz, self._publish_joint_states)
-        if self._clock_pub is not None:
-            self.shared.add_observer(config.sim.control_rate_hz, self._publish_clock)
         self._executor = MultiThreadedExecutor(num_threads=2 + 2 * len(self.arms), context=context)
         self._executor.add_node(self.node)
         self._spinner: Optional[BackgroundSpinner] = None
