@@ -551,3 +551,20 @@ def test_the_band_beside_an_arm_that_holds_is_the_synchronized_replay(tmp_path, 
     assert band.collision_free == sync.collision_free
     assert band.states_checked == sync.states_checked, (band.summary(), sync.summary())
     assert band.skew == 0.4
+
+
+def test_an_arm_that_moves_between_equal_waypoints_gets_the_whole_band(tmp_path) -> None:
+    """Adversarial to the still-arm shortcut: the right arm's waypoints are all one pose but it
+    passes through them with velocity (a spline that swings out and back between them): it is
+    not still, and its pair is sampled across the whole skew, as the brute force does."""
+    checker, _ = checker_for(scene_config(tmp_path, separation=0.55))
+    v = np.zeros((21, 2))
+    v[5:16, 0] = -1.5
+    plan = MultiArmPlan({
+        "left": ArmTrajectory(("left_j1", "left_j2"), T, np.asarray(SWING, float)),
+        "right": ArmTrajectory(("right_j1", "right_j2"), T, np.zeros((21, 2)), v)})
+    sync = checker.check(plan)
+    band = checker.check(plan, mode="band", skew=0.4)
+    assert band.states_checked > sync.states_checked, band.summary()
+    reference, _ = brute_force_band(checker, plan, 0.4, step=0.02)
+    agree_with_reference(band, reference, checker.margin, {"clear": 0, "colliding": 0})
