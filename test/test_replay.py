@@ -138,17 +138,18 @@ def brute_force_min_distance(checker, plan, per_second=2000) -> float:
     d = mujoco.MjData(m)
     tl = build_timeline(plan, "synchronized")
     best = np.inf
-    owner = checker.geom_owner
+    owner = np.asarray([checker.geom_owner[g] for g in range(m.ngeom)])
+    adr = {name: np.asarray(arm.qpos_adr) for name, arm in checker.arms.items()}
+    d.qpos[:] = checker.base_qpos
     for t in np.linspace(0, tl.times[-1], int(tl.times[-1] * per_second) + 1):
-        d.qpos[:] = checker.base_qpos
         for name, q in tl.pose_at(t).items():
-            d.qpos[checker.arms[name].qpos_adr] = q
+            d.qpos[adr[name]] = q
         mujoco.mj_kinematics(m, d)
         mujoco.mj_collision(m, d)
-        for c in d.contact[:d.ncon]:
-            a, b = owner[c.geom1], owner[c.geom2]
-            if a != b and a >= 0 and b >= 0:
-                best = min(best, c.dist)
+        if d.ncon:
+            a, b = owner[d.contact.geom1], owner[d.contact.geom2]
+            dist = d.contact.dist[(a != b) & (a >= 0) & (b >= 0)]
+            best = min(best, float(dist.min())) if dist.size else best
     return best
 
 
@@ -463,27 +464,32 @@ def test_an_arm_on_a_rail_is_certified_soundly(tmp_path) -> None:
 
 # ---- the stop band -----------------------------------------------------------------------------
 def brute_force_band(checker, plan, skew, step=0.0025) -> tuple[float, tuple]:
-    """Slow reference: min arm-arm distance over a dense grid of (t1, t2), |t1 - t2| <= skew."""
+    """Slow reference: min arm-arm distance over a dense grid of (t1, t2), |t1 - t2| <= skew
+    (MuJoCo's own collision pass at every grid state; the contacts read as arrays)."""
     m = checker.model
     d = mujoco.MjData(m)
-    owner = checker.geom_owner
+    owner = np.asarray([checker.geom_owner[g] for g in range(m.ngeom)])
+    left_adr = np.asarray(checker.arms["left"].qpos_adr)
+    right_adr = np.asarray(checker.arms["right"].qpos_adr)
     duration = plan.duration
     best, where = np.inf, None
     from mj_manipulator_ros.core.interpolation import sample as sample_plan
     t1s = np.arange(0.0, duration + step / 2, step)
+    d.qpos[:] = checker.base_qpos
     for delta in np.arange(-skew, skew + step / 2, step):
         left = sample_plan(plan["left"], t1s)[0]
         right = sample_plan(plan["right"], np.clip(t1s + delta, 0.0, duration))[0]
         for k, t in enumerate(t1s):
-            d.qpos[:] = checker.base_qpos
-            d.qpos[checker.arms["left"].qpos_adr] = left[k]
-            d.qpos[checker.arms["right"].qpos_adr] = right[k]
+            d.qpos[left_adr] = left[k]
+            d.qpos[right_adr] = right[k]
             mujoco.mj_kinematics(m, d)
             mujoco.mj_collision(m, d)
-            for c in d.contact[:d.ncon]:
-                a, b = owner[c.geom1], owner[c.geom2]
-                if a != b and a >= 0 and b >= 0 and c.dist < best:
-                    best, where = c.dist, (float(t), float(t + delta))
+            if not d.ncon:
+                continue
+            a, b = owner[d.contact.geom1], owner[d.contact.geom2]
+            dist = d.contact.dist[(a != b) & (a >= 0) & (b >= 0)]
+            if dist.size and dist.min() < best:
+                best, where = float(dist.min()), (float(t), float(t + delta))
     return best, where
 
 
