@@ -144,3 +144,41 @@ def test_only_the_streams_own_failures_withhold_the_figures(tmp_path) -> None:
     v = watch.check_fresh(100.5)
     assert v is not None and v.reason == "joint_states_stale"
     assert set(v.stream_failed()) == {"left", "right"}
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_request_whose_recording_begins_late_is_measured_from_the_request(split) -> None:
+    """The caller read its clock (the request at t = 1.0), then joint states came on for 20 ms
+    before it called start(): the travel is still measured from the pose at 1.0, not from the
+    latest one when recording began (regression: under load the measured travel came out
+    short by the arm's speed x the delay, 0.5 rad/s x 20 ms here)."""
+    t = np.arange(0.0, 1.6, 0.002)
+    v = np.clip(0.5 * (1.2 - t) / 0.2, 0.0, 0.5)
+    q1 = np.concatenate([[0.0], np.cumsum(v[:-1] * np.diff(t))])
+    q = np.column_stack([q1, np.full(t.size, 0.3)])
+    meter = StopMeter({"a": ("a_j1", "a_j2")})
+    late = t < 1.02
+    feed(meter, t[late], q[late], split)
+    meter.start(1.0)
+    feed(meter, t[~late], q[~late], split)
+    f = meter.figures("a", 1.0)
+    # independent reference: the area under the velocity ramp from the request
+    assert f.travel == pytest.approx(0.5 * 0.5 * 0.2, abs=2e-3)
+    assert f.observed_s == pytest.approx(t[-1] - 1.0)
+
+
+def test_only_the_last_second_before_a_request_is_kept() -> None:
+    """Before any request the meter keeps each arm's last HISTORY_S of poses, no more."""
+    from mj_manipulator_ros.core.stop_meter import HISTORY_S
+
+    meter = StopMeter({"a": ("a_j1", "a_j2")})
+    t = np.arange(0.0, 10.0, 0.01)
+    feed(meter, t, np.column_stack([t, t]), False)
+    meter.start(9.995)
+    rows = meter._rows["a"]
+    assert rows[0][0] == pytest.approx(9.99) and len(rows) == 1
+    assert len(meter._history["a"]) == 0
+    meter2 = StopMeter({"a": ("a_j1", "a_j2")})
+    feed(meter2, t, np.column_stack([t, t]), False)
+    kept = [r[0] for r in meter2._history["a"]]
+    assert kept[-1] - kept[0] <= HISTORY_S + 1e-9 and kept[-1] - kept[0] >= HISTORY_S - 0.011
