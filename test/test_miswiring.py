@@ -192,3 +192,36 @@ def test_a_force_limit_is_refused_under_cosim() -> None:
     data["sim"]["faults"] = {"left": {"force_limit": {"openarm_left_joint1": 3.0}}}
     with pytest.raises(ConfigError, match="not under sim.physics cosim"):
         sim_config(config_from_mapping(data, "t"))
+
+
+def test_the_gravity_model_is_the_full_forward_pass_even_in_contact() -> None:
+    """The gravity model runs without contacts (faster): at poses where the arms collide with
+    each other and with the pedestal, its expected efforts are exactly MuJoCo's full forward
+    pass's (bias less passive) on the scene's own model, which it leaves untouched."""
+    import mujoco
+
+    from mj_manipulator_ros.model.scene import scene_for
+
+    config = sim_config(load_config(config_file("sim_openarm.yaml"))).executor
+    scene = scene_for(config)
+    flags = scene.model.opt.disableflags
+    gravity = {a: GravityModel(scene, a) for a in ("left", "right")}
+    assert scene.model.opt.disableflags == flags
+    data = mujoco.MjData(scene.model)
+    rng = np.random.default_rng(7)
+    contacts = 0
+    for _ in range(40):
+        data.qpos[:] = scene.initial_qpos
+        poses = {}
+        for arm, g in gravity.items():
+            lo, hi = scene.model.jnt_range[scene.arms[arm].joint_ids].T
+            poses[arm] = rng.uniform(lo, hi)
+            data.qpos[g.qpos_adr] = poses[arm]
+        data.qvel[:] = 0.0
+        mujoco.mj_forward(scene.model, data)
+        contacts += data.ncon > 0
+        for arm, g in gravity.items():
+            g.data.qpos[:] = data.qpos   # both arms where the reference has them
+            reference = data.qfrc_bias[g.dof_adr] - data.qfrc_passive[g.dof_adr]
+            assert np.array_equal(g.expected(poses[arm]), reference), arm
+    assert contacts >= 5, f"only {contacts} of 40 random poses in contact: not a test of contact"

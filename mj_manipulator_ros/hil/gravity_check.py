@@ -19,6 +19,7 @@ Shapes: (J,) per arm; efforts in N m (or N).
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass
 from typing import Sequence
@@ -66,7 +67,12 @@ class GravityModel:
     """
 
     def __init__(self, scene, arm: str) -> None:
-        self.model = scene.model
+        # its own copy of the model with contacts and constraints off: neither enters
+        # qfrc_bias or qfrc_passive, and the collision pass was 6/7 of each evaluation (the
+        # diagnosis evaluates thousands of poses)
+        self.model = copy.deepcopy(scene.model)
+        self.model.opt.disableflags |= (int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+                                        | int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT))
         self.data = mujoco.MjData(self.model)
         self.data.qpos[:] = scene.initial_qpos
         binding = scene.arms[arm]

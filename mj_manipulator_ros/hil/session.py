@@ -102,8 +102,8 @@ class HilSession:
         # bring-up measures the cancel path (stages 3 and 6): a failed arm's peers are canceled
         config = config.with_execution(cancel_peers_on_failure=True)
         self.config = config
-        self.executor = MultiArmExecutor(config, context=self.ros.context,
-                                         preflight=preflight_for(config))
+        gate = preflight_for(config)
+        self.executor = MultiArmExecutor(config, context=self.ros.context, preflight=gate)
         self.node = rclpy.create_node(
             f"mjmr_hil_{uuid.uuid4().hex[:6]}", context=self.ros.context,
             parameter_overrides=[Parameter("use_sim_time", Parameter.Type.BOOL, sim)])
@@ -111,7 +111,9 @@ class HilSession:
         ex = SingleThreadedExecutor(context=self.ros.context)
         ex.add_node(self.node)
         self._spinner = BackgroundSpinner(ex, "mjmr-hil-listener").start()
-        self._checker: Optional[PlanReplayChecker] = None
+        # the gate's checker when there is one (thread-safe: one check at a time on its
+        # MjData): the same scene is not built twice
+        self._checker: Optional[PlanReplayChecker] = getattr(gate, "checker", None)
         self.interrupted = threading.Event()
         #: (plan, report, samples) of the latest execution, for the records
         self.last_run: Optional[tuple] = None
