@@ -40,13 +40,19 @@ JOINT_STATE_HZ = 500.0
 PER_MESSAGE_BYTES = 48
 
 
+def plan_text(plan: MultiArmPlan) -> str:
+    """The plan as a bag keeps it: its file's YAML form, keys in the file's order."""
+    return yaml_load.safe_dump(plan_to_mapping(plan), sort_keys=False)
+
+
 def expected_bytes(config: ExecutorConfig, plan: MultiArmPlan, joint_state_hz: float,
-                   artifacts: Mapping[str, str]) -> tuple[int, str]:
+                   artifacts: Mapping[str, str], text: Optional[str] = None) -> tuple[int, str]:
     """An upper estimate of a run's bag, bytes, and the figures it rests on (said in a
     refusal): the longest the run may last (lead + duration x timeout_scaling + margin), joint
     states at the measured rate (at least ``JOINT_STATE_HZ`` when none was measured), feedback
     at ``FEEDBACK_HZ`` per arm, each message at its serialized size for these arms' joints,
-    twice over, plus the artifacts (kept twice: metadata.yaml and the MCAP record)."""
+    twice over, plus the artifacts and the plan (each kept twice: metadata.yaml and the MCAP
+    record; ``text``: the plan's :func:`plan_text` when already made)."""
     s = config.execution
     seconds = s.start_lead_s + plan.duration * s.timeout_scaling + s.timeout_margin_s
     joints = [j for a in config.arms for j in a.joint_names]
@@ -66,7 +72,7 @@ def expected_bytes(config: ExecutorConfig, plan: MultiArmPlan, joint_state_hz: f
     per_second = hz * js + FEEDBACK_HZ * fb
     goals = 4 * sum(plan[a].positions.size * 8 * 3 for a in plan.arm_names)
     kept = 2 * sum(len(t.encode()) for t in artifacts.values()) + 2 * len(
-        yaml_load.safe_dump(plan_to_mapping(plan)).encode())
+        (plan_text(plan) if text is None else text).encode())
     total = int(2 * seconds * per_second + goals + kept + RESERVE_BYTES + 65536)
     how = (f"{seconds:.1f} s at most; joint states {hz:.0f}/s x {js} B, feedback "
            f"{FEEDBACK_HZ:.0f}/s per arm, {fb} B for all arms; twice that, plus "
@@ -109,10 +115,12 @@ class ExecutionRecording:
         config: the executor configuration (topics, clock; its file is kept in the bag).
         plan: the plan about to run (kept in the bag).
         artifacts: more name -> text to keep (e.g. ``scene_xml``, ``physics_step``).
+        text: the plan's :func:`plan_text` when already made.
     """
 
     def __init__(self, path: str | Path, context, config: ExecutorConfig, plan: MultiArmPlan,
-                 artifacts: Optional[Mapping[str, str]] = None) -> None:
+                 artifacts: Optional[Mapping[str, str]] = None,
+                 text: Optional[str] = None) -> None:
         arms = [config.arm(a) for a in plan.arm_names]
         topics = [(t, JointState) for t in dict.fromkeys(a.joint_states_topic for a in arms)]
         if config.execution.use_sim_time:
@@ -121,7 +129,7 @@ class ExecutionRecording:
             topics += arm_topics(arm.action_name)
         written = [(goal_topic(a.name), FollowJointTrajectory.Goal) for a in arms]
         self.bag = BagRecorder(path, context, topics, written, {
-            "plan": yaml_load.safe_dump(plan_to_mapping(plan), sort_keys=False),
+            "plan": plan_text(plan) if text is None else text,
             "config": config_text(config), **(artifacts or {})})
         # before any goal: the first feedback and joint states after this are recorded
         unmatched = self.bag.wait_matched()

@@ -338,14 +338,15 @@ class MultiArmExecutor:
     def _execute_recorded(self, plan: MultiArmPlan, scope: CancelScope,
                           tolerances: Mapping[str, GoalTolerances], path) -> ExecutionReport:
         from mj_manipulator_ros.ros.execution_recording import (
-            ExecutionRecording, check_record_space, expected_bytes)
+            ExecutionRecording, check_record_space, expected_bytes, plan_text)
 
         joints = [j for a in plan.arm_names for j in self.config.arm(a).joint_names]
+        text = plan_text(plan)   # made once: sized, then kept
         needed, how = expected_bytes(self.config, plan, self.monitor.rate(joints),
-                                     self.record_artifacts)
+                                     self.record_artifacts, text)
         check_record_space(path, needed, how)  # refused here: nothing was sent
         recording = ExecutionRecording(path, self._clock_node.context, self.config, plan,
-                                       self.record_artifacts)
+                                       self.record_artifacts, text)
         report = None
         try:
             report = dataclasses.replace(self._execute(plan, scope, tolerances),
