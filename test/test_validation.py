@@ -211,3 +211,31 @@ def test_speed_factors_below_the_minimum_are_refused() -> None:
     for bad in (1e-9, 1e-300, 0.0, -0.5, 1.5, float("nan")):
         with pytest.raises(PlanCostError, match=r"expected a number in \[0.01, 1\]"):
             check_speed_factor(bad, config)
+
+
+def test_a_plan_read_again_is_its_text_now_never_a_kept_one(tmp_path) -> None:
+    """Plans read in a process are kept by their text: the same text again gives the same
+    (read-only) trajectories without parsing, in a plan of the caller's own; a file rewritten in
+    place (same size, same modification time) gives the new text's plan."""
+    import os
+
+    from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+    from mj_manipulator_ros.core.plan_io import load_plan, save_plan
+
+    def plan_with(x: float) -> MultiArmPlan:
+        return MultiArmPlan({"left": ArmTrajectory(("j1", "j2"), np.array([0.0, 1.0]),
+                                                   np.array([[0.0, 0.0], [x, 0.25]]))})
+    path = tmp_path / "p.yaml"
+    save_plan(plan_with(0.5), path)
+    first, again = load_plan(path), load_plan(path)
+    assert again.arms["left"] is first.arms["left"], "the same text was parsed again"
+    assert again is not first and again.arms is not first.arms
+    again.arms.pop("left")
+    assert "left" in load_plan(path).arms, "one caller's plan changed what the next one reads"
+    with pytest.raises(ValueError):
+        first["left"].positions[1, 0] = 9.0
+    stat = path.stat()
+    save_plan(plan_with(0.7), path)          # same length of text, same times on the file
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    assert load_plan(path)["left"].positions[1, 0] == 0.7
