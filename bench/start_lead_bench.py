@@ -11,7 +11,9 @@ run by run in the same session:
   baseline.
 
 Per mode: runs, how each ended (first failure reasons counted), ``late_acceptance`` count, the
-lead used (median, max), the smallest margin between an arm's acceptance and the stamp.
+lead used (median, max), the smallest margin between an arm's acceptance and the stamp, and how
+many runs first moved the arms back to the plan's start (``execute(approach=True)``: a run that
+stopped mid-plan leaves them elsewhere).
 
 Usage: python bench/start_lead_bench.py [--runs 50] [--busy 2]
 """
@@ -34,6 +36,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 import numpy as np  # noqa: E402
 
 from mj_manipulator_ros.check.preflight import preflight_for  # noqa: E402
+from mj_manipulator_ros.core.errors import MjManipulatorError  # noqa: E402
 from mj_manipulator_ros.core.plan_io import load_plan  # noqa: E402
 from mj_manipulator_ros.model.limits import load_config_with_model  # noqa: E402
 from mj_manipulator_ros.ros.context import RosContext  # noqa: E402
@@ -63,9 +66,17 @@ def main() -> None:
             try:
                 for ex in executors.values():
                     ex.check(plan)
-                for _ in range(args.runs):
+                for run in range(args.runs):
                     for mode, ex in executors.items():
-                        report = ex.execute(plan, checked=True)
+                        # a run that stopped mid-plan leaves the arms off the start: the next
+                        # one moves them back first (counted), never a crash of the bench
+                        try:
+                            report = ex.execute(plan, checked=True, approach=True)
+                        except MjManipulatorError as exc:
+                            rows[mode].append({"status": "refused", "failure": type(exc).__name__,
+                                               "lead": None, "margin": None, "approached": False})
+                            print(f"run {run} {mode}: refused: {exc}", file=sys.stderr)
+                            continue
                         f = report.first_failure
                         margins = [report.start_stamp - r.accepted_at for r in report.arms.values()
                                    if r.accepted_at is not None and report.start_stamp]
@@ -74,7 +85,10 @@ def main() -> None:
                             "failure": None if f is None else f.reason.value,
                             "lead": None if report.start_lead is None
                             else report.start_lead["seconds"],
-                            "margin": min(margins) if margins else None})
+                            "margin": min(margins) if margins else None,
+                            "approached": ex.last_approach_report is not None})
+                        print(f"run {run} {mode}: {report.status.value}"
+                              f"{'' if f is None else ' ' + f.reason.value}", file=sys.stderr)
             finally:
                 for ex in executors.values():
                     ex.close()
@@ -99,6 +113,7 @@ def main() -> None:
             "runs": len(rs),
             "outcomes": dict(collections.Counter(r["failure"] or r["status"] for r in rs)),
             "late_acceptance": sum(r["failure"] == "late_acceptance" for r in rs),
+            "moved_back_to_the_start_first": sum(r["approached"] for r in rs),
             "lead_s": {"median": round(float(np.median(leads)), 4),
                        "max": round(float(max(leads)), 4)} if leads else None,
             "min_margin_ms": round(1e3 * min(margins), 1) if margins else None}
