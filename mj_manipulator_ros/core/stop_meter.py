@@ -132,7 +132,7 @@ class StopMeter:
         first = after[0][1]
         if before:   # the pose at the request: between the messages either side of it
             (t0, q0), (t1, q1) = before[-1], after[0]
-            first = q0 if not np.isfinite(t0) or t1 <= t0 else \
+            first = q0 if t1 <= t0 else \
                 q0 + (q1 - q0) * (requested_at - t0) / (t1 - t0)
         stamps = np.array([r[0] for r in after])
         poses = np.array([r[1] for r in after])
