@@ -62,6 +62,7 @@ def _execute(args: argparse.Namespace) -> int:
         from mj_manipulator_ros.core.report import ArmStatus, not_checked_lines
         from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
         from mj_manipulator_ros.model.limits import load_config_with_model
+        from mj_manipulator_ros.core.heap import freeze_startup
         from mj_manipulator_ros.ros.executor import MultiArmExecutor
 
         config = plan = None
@@ -95,6 +96,7 @@ def _execute(args: argparse.Namespace) -> int:
             if pending_pause[0]:
                 executor.hold_next("paused (Ctrl-Z)")
             made.append(executor)
+            freeze_startup()   # core/heap.py: no full collection scans these objects again
         except MjManipulatorError as exc:
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT

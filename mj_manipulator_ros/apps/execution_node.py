@@ -21,6 +21,7 @@ from mj_manipulator_ros.check.preflight import preflight_for
 from mj_manipulator_ros.core import overrides
 from mj_manipulator_ros.core.config import ExecutionSettings
 from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.heap import freeze_startup
 from mj_manipulator_ros.model.limits import load_config_with_model
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
@@ -80,6 +81,7 @@ def run_node(argv: list[str] | None = None, config_path: str | None = None) -> i
     node.get_logger().info(
         f"combined FollowJointTrajectory action on {node.get_fully_qualified_name()}/"
         f"follow_joint_trajectory for arms {list(config.arm_names)}")
+    freeze_startup()   # core/heap.py: no full collection scans the start-up's objects again
     try:
         with BackgroundSpinner(spin, "mjmr-execution-node"):
             stop.wait()

@@ -10,3 +10,16 @@ action server of this package keeps results as long as rclcpp's servers do.
 
 #: seconds a finished goal's result stays available (rclcpp's default, 15 minutes)
 RESULT_TIMEOUT_S = 900
+
+
+def release_request(goal_handle) -> None:
+    """Drop a finished goal's request message from its rclpy goal handle.
+
+    The server keeps the handle (for its result) ``RESULT_TIMEOUT_S`` after the goal ended, and
+    with it the request: for a 601-point trajectory about 3,000 Python objects that every full
+    garbage collection of the process scans (``core/heap.py``: such pauses grew past 190 ms on a
+    loaded machine). Nothing reads the request once the execute callback has converted it; the
+    result, status and goal id are kept. rclpy (Humble to Kilted) keeps it in
+    ``ServerGoalHandle._goal_request``; a version without that attribute keeps its request."""
+    if hasattr(goal_handle, "_goal_request"):
+        goal_handle._goal_request = None

@@ -54,7 +54,7 @@ from mj_manipulator_ros.core.report import ExecutionReport, ExecutionStatus, not
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason
 from mj_manipulator_ros.ros.conversion import GoalTolerances, split_combined, split_tolerances
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
-from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S
+from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S, release_request
 
 Result = FollowJointTrajectory.Result
 
@@ -195,6 +195,7 @@ class CombinedTrajectoryServer:
             with self._lock:
                 self._reserved = None
                 self._scopes.pop(key, None)
+            release_request(goal_handle)   # kept 15 min for its result: no message with it
         self.last_report = report
         # (rclpy ties a logger call site to one severity: two calls, not one conditional)
         if report.succeeded:

@@ -20,7 +20,7 @@ from mj_manipulator_ros.sim.goal import (
     PREEMPTED_MESSAGE, GoalRequest, GoalTicket, ToleranceRequest, check_goal)
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig
-from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S
+from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S, release_request
 
 Result = FollowJointTrajectory.Result
 
@@ -123,6 +123,14 @@ class SimArmServer:
         return CancelResponse.ACCEPT  # always (unless faulted), as joint_trajectory_controller
 
     def _execute(self, goal_handle) -> Result:
+        try:
+            return self._run(goal_handle)
+        finally:  # the handle is kept 15 min for its result: no message object with it
+            with self._lock:   # (its id may be reused once freed)
+                self._order.pop(id(goal_handle.request), None)
+            release_request(goal_handle)
+
+    def _run(self, goal_handle) -> Result:
         if self.faults.pickup_delay_s > 0:
             time.sleep(self.faults.pickup_delay_s)  # the injected fault *is* a blocking delay
         if self.closing.is_set():

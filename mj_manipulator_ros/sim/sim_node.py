@@ -296,6 +296,7 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
     import signal
 
     from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.core.heap import freeze_startup
     from mj_manipulator_ros.core.schema import from_mapping
     from mj_manipulator_ros.ros.params import parameter_overrides
     from mj_manipulator_ros.sim.sim_config import SimSettings, sim_config
@@ -323,6 +324,7 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
             f"simulating arms {list(sim.scene.arms)}, serving {list(sim.arms)} ("
             f"{sim.scene.physics_summary()}; control {config.sim.control_rate_hz} Hz, real-time "
             f"factor {config.sim.real_time_factor}, use_sim_time {config.sim.use_sim_time})")
+        freeze_startup()   # core/heap.py: no full collection scans the start-up's objects again
         try:
             while not stop.wait(0.5):
                 if sim.shared.error is not None:
