@@ -14,7 +14,8 @@ from factories import make_plan
 from mj_manipulator_ros.core.plan_io import save_plan
 
 CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
-ARM_KEYS = {"status", "error_code", "error_string", "goal_sent_at", "accepted_at", "result_at",
+ARM_KEYS = {"status", "error_code", "error_string", "goal_sent_at", "accepted_at", "taken_at",
+            "result_at",
             "cancel_requested_at", "cancel_acknowledged_at", "stop_confirmed",
             "max_tracking_error", "max_progress_skew", "max_velocity", "stop", "stop_travel",
             "stop_time_s", "stop_observed_s", "stop_not_measured"}

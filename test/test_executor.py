@@ -42,6 +42,9 @@ def test_every_arm_gets_the_same_future_stamp(run) -> None:
     for arm, r in report.arms.items():
         assert r.status is ArmStatus.SUCCEEDED and r.stop_confirmed
         assert r.goal_sent_at < r.accepted_at < stamp < r.result_at
+        # the controller's own acceptance stamp: after its goal callback began, before the
+        # answer was read here
+        assert ctl[arm].goals[0].received_at <= r.taken_at <= r.accepted_at, r
         assert 0.0 < stamp - r.goal_sent_at <= 0.3 + 1e-6  # stamp = now + lead, taken before sending
         assert ctl[arm].goals[0].received_at < stamp
 

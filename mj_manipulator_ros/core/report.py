@@ -102,6 +102,9 @@ class ArmReport:
     error_string: str = ""
     goal_sent_at: Optional[float] = None
     accepted_at: Optional[float] = None
+    #: when the controller took the goal, by its own acceptance stamp (s, the controllers'
+    #: clock); None when it gave none or gave one on another clock (``arm_client.taken_stamp``)
+    taken_at: Optional[float] = None
     result_at: Optional[float] = None
     cancel_requested_at: Optional[float] = None
     cancel_acknowledged_at: Optional[float] = None
@@ -124,7 +127,8 @@ class ArmReport:
                 "stop": None if self.stop is None else self.stop.value,
                 "error_code": self.error_code,
                 "error_string": self.error_string, "goal_sent_at": self.goal_sent_at,
-                "accepted_at": self.accepted_at, "result_at": self.result_at,
+                "accepted_at": self.accepted_at, "taken_at": self.taken_at,
+                "result_at": self.result_at,
                 "cancel_requested_at": self.cancel_requested_at,
                 "cancel_acknowledged_at": self.cancel_acknowledged_at,
                 "stop_confirmed": self.stop_confirmed,

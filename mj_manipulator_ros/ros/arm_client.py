@@ -304,10 +304,13 @@ class ArmRun:
             self._fail(FailureReason.GOAL_REJECTED, self.out.error_string)
             return
         # UNCONFIRMED_STOP until a result says otherwise
-        self._set(accepted_at=self.now(), status=ArmStatus.UNCONFIRMED_STOP)
+        read = self.now()
+        taken_ns = time_ns(handle.stamp)
+        self._set(accepted_at=read, status=ArmStatus.UNCONFIRMED_STOP,
+                  taken_at=taken_stamp(taken_ns * 1e-9 if taken_ns else None,
+                                       self.out.goal_sent_at, read, s.max_clock_offset_s))
         late = self.out.accepted_at - stamp.seconds
         if late > 0 and not s.allow_late_acceptance:
-            taken_ns = time_ns(handle.stamp)
             self._fail(FailureReason.LATE_ACCEPTANCE, late_acceptance_text(
                 stamp.seconds, self.out.goal_sent_at, taken_ns * 1e-9 if taken_ns else None,
                 self.out.accepted_at, s.start_lead_s, s.max_clock_offset_s))
@@ -533,6 +536,18 @@ class ArmRun:
 
 def _succeeded(response) -> bool:
     return response.status == GoalStatus.STATUS_SUCCEEDED and response.result.error_code == 0
+
+
+def taken_stamp(taken_s: Optional[float], sent_s: float, read_s: float,
+                max_offset_s: float) -> Optional[float]:
+    """The controller's acceptance stamp (s) when it is on the controllers' clock, else None.
+
+    A stamp outside [sent, read] by more than the clocks' allowed offset (``max_offset_s``) is
+    on another clock (rclpy stamps it with its node's clock, which need not be the controllers'
+    clock: the simulator's servers on sim time stamp it with the wall clock) and is not used."""
+    if taken_s is None or not sent_s - max_offset_s <= taken_s <= read_s + max_offset_s:
+        return None
+    return taken_s
 
 
 def late_acceptance_text(stamp_s: float, sent_s: float, taken_s: Optional[float],
