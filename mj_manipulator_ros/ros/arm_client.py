@@ -556,16 +556,15 @@ def late_acceptance_text(stamp_s: float, sent_s: float, taken_s: Optional[float]
     (s on the controllers' clock): the stamp, when the goal was sent, when the controller took
     it (the acceptance's own stamp, on the controller's clock; None: not given) and when its
     answer was read here. Names the side that was late: the controller taking the goal, or
-    this process reading the answer. An acceptance stamp outside [sent, read] by more than the
-    clocks' allowed offset (``max_offset_s``) is on another clock (rclpy stamps it with its
-    node's clock, which need not be the controllers' clock) and is not used."""
+    this process reading the answer. An acceptance stamp on another clock
+    (:func:`taken_stamp`) is said and not used."""
     def ms(t: float) -> str:   # relative to the stamp
         return f"{(t - stamp_s) * 1e3:+.1f} ms"
     text = (f"goal accepted {(read_s - stamp_s) * 1e3:.1f} ms after the start stamp (sent at "
             f"{ms(sent_s)}, ")
     if taken_s is None:
         text += "taken by the controller at a time it did not say"
-    elif not sent_s - max_offset_s <= taken_s <= read_s + max_offset_s:
+    elif taken_stamp(taken_s, sent_s, read_s, max_offset_s) is None:
         text += (f"taken by the controller at a time not on this clock (its acceptance stamp is "
                  f"{taken_s - stamp_s:+.3f} s from the start stamp)")
     elif taken_s > stamp_s:
