@@ -1,21 +1,20 @@
-"""The measured start lead beside busy loops. Prints JSON; not a test (no thresholds asserted).
+"""The start lead on a loaded machine. Prints JSON; not a test (no thresholds asserted).
 
 The simulated OpenArm pair (``config/sim_openarm.yaml``) runs as its own process, as on a robot;
-this process runs the executor. Beside ``--busy`` busy loops (``python3 -c 'while True: pass'``,
-killed at the end), the wave plan is executed ``--runs`` times in each of two modes, interleaved
-run by run in the same session:
+this process runs the executor (as ``execute`` does: start-up objects frozen,
+``core/heap.py``). The wave plan is executed ``--idle-runs`` times on the idle machine (the
+baseline, same session), then ``--runs`` times beside ``--busy`` busy loops
+(``python3 -c 'while True: pass'``, killed at the end), at the configured lead
+(``start_lead_s``, 0.25 s).
 
-- ``measured``: the lead raised by the machine's delivery jitter (core/start_lead.py; the
-  default, ``max_start_lead_s`` 1.0 s);
-- ``fixed``: ``max_start_lead_s: 0``, the configured ``start_lead_s`` (0.25 s) always: the
-  baseline.
+Per phase: runs, how each ended (first failure reasons counted), ``late_acceptance`` count,
+how many runs first moved the arms back to the plan's start (``execute(approach=True)``: a run
+that stopped mid-plan leaves them elsewhere), and per arm and run, relative to the start
+stamp: when the goal was sent, when the controller took it (its acceptance stamp) and when
+its answer was read here (median, latest); the smallest margin between a read and the stamp;
+and the loaded phase's acceptance latency (sent to read) as a ratio to the idle one.
 
-Per mode: runs, how each ended (first failure reasons counted), ``late_acceptance`` count, the
-lead used (median, max), the smallest margin between an arm's acceptance and the stamp, and how
-many runs first moved the arms back to the plan's start (``execute(approach=True)``: a run that
-stopped mid-plan leaves them elsewhere).
-
-Usage: python bench/start_lead_bench.py [--runs 50] [--busy 2]
+Usage: python bench/start_lead_bench.py [--runs 50] [--idle-runs 10] [--busy 2]
 """
 
 from __future__ import annotations
@@ -37,61 +36,77 @@ import numpy as np  # noqa: E402
 
 from mj_manipulator_ros.check.preflight import preflight_for  # noqa: E402
 from mj_manipulator_ros.core.errors import MjManipulatorError  # noqa: E402
+from mj_manipulator_ros.core.heap import freeze_startup  # noqa: E402
 from mj_manipulator_ros.core.plan_io import load_plan  # noqa: E402
 from mj_manipulator_ros.model.limits import load_config_with_model  # noqa: E402
 from mj_manipulator_ros.ros.context import RosContext  # noqa: E402
 from mj_manipulator_ros.ros.executor import MultiArmExecutor  # noqa: E402
 
+TIMES = (("goal_sent_at", "sent"), ("taken_at", "taken"), ("accepted_at", "read"))
+
+
+def one_run(ex: MultiArmExecutor, plan, label: str) -> dict:
+    """One execution; its outcome and each arm's times relative to the stamp, ms."""
+    try:
+        report = ex.execute(plan, checked=True, approach=True)
+    except MjManipulatorError as exc:
+        print(f"{label}: refused: {exc}", file=sys.stderr)
+        return {"outcome": f"refused ({type(exc).__name__})", "times_ms": {}, "approached": False}
+    stamp, f = report.start_stamp, report.first_failure
+    times = {a: {name: None if getattr(r, key) is None or not stamp
+                 else round(1e3 * (getattr(r, key) - stamp), 2) for key, name in TIMES}
+             for a, r in report.arms.items()}
+    outcome = report.status.value if f is None else f.reason.value
+    print(f"{label}: {outcome} {json.dumps(times)}", file=sys.stderr)
+    return {"outcome": outcome, "times_ms": times,
+            "approached": ex.last_approach_report is not None}
+
+
+def summary(rows: list[dict]) -> dict:
+    def stat(name: str):
+        xs = [t[name] for r in rows for t in r["times_ms"].values() if t[name] is not None]
+        return {"n": len(xs), "median": round(float(np.median(xs)), 1),
+                "latest": round(float(max(xs)), 1)} if xs else None
+    latency = [t["read"] - t["sent"] for r in rows for t in r["times_ms"].values()
+               if t["read"] is not None and t["sent"] is not None]
+    reads = [t["read"] for r in rows for t in r["times_ms"].values() if t["read"] is not None]
+    return {"runs": len(rows),
+            "outcomes": dict(collections.Counter(r["outcome"] for r in rows)),
+            "late_acceptance": sum(r["outcome"] == "late_acceptance" for r in rows),
+            "moved_back_to_the_start_first": sum(r["approached"] for r in rows),
+            **{f"{name}_after_stamp_ms": stat(name) for _, name in TIMES},
+            "min_margin_ms": round(-max(reads), 1) if reads else None,
+            "acceptance_latency_ms": {"median": round(float(np.median(latency)), 1),
+                                      "max": round(float(max(latency)), 1)} if latency else None}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--idle-runs", type=int, default=10)
     ap.add_argument("--busy", type=int, default=2)
     args = ap.parse_args()
     config_path = ROOT / "config" / "sim_openarm.yaml"
     config = load_config_with_model(config_path)
     plan = load_plan(ROOT / "config" / "plans" / "openarm_wave.yaml")
-    modes = {"measured": config, "fixed": config.with_execution(max_start_lead_s=0.0)}
     sim = subprocess.Popen([sys.executable, "-m", "mj_manipulator_ros.cli", "sim", "--config",
                             str(config_path)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            for _ in range(args.busy)]
-    rows = {m: [] for m in modes}
+    busy: list[subprocess.Popen] = []
+    phases: dict[str, list[dict]] = {"idle": [], "loaded": []}
     started = time.monotonic()
     try:
         with RosContext() as ros:
-            executors = {m: MultiArmExecutor(c, context=ros.context, preflight=preflight_for(c))
-                         for m, c in modes.items()}
-            try:
-                for ex in executors.values():
-                    ex.check(plan)
+            with MultiArmExecutor(config, context=ros.context,
+                                  preflight=preflight_for(config)) as ex:
+                ex.check(plan)
+                freeze_startup()
+                for run in range(args.idle_runs):
+                    phases["idle"].append(one_run(ex, plan, f"idle run {run}"))
+                busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                        for _ in range(args.busy)]
                 for run in range(args.runs):
-                    for mode, ex in executors.items():
-                        # a run that stopped mid-plan leaves the arms off the start: the next
-                        # one moves them back first (counted), never a crash of the bench
-                        try:
-                            report = ex.execute(plan, checked=True, approach=True)
-                        except MjManipulatorError as exc:
-                            rows[mode].append({"status": "refused", "failure": type(exc).__name__,
-                                               "lead": None, "margin": None, "approached": False})
-                            print(f"run {run} {mode}: refused: {exc}", file=sys.stderr)
-                            continue
-                        f = report.first_failure
-                        margins = [report.start_stamp - r.accepted_at for r in report.arms.values()
-                                   if r.accepted_at is not None and report.start_stamp]
-                        rows[mode].append({
-                            "status": report.status.value,
-                            "failure": None if f is None else f.reason.value,
-                            "lead": None if report.start_lead is None
-                            else report.start_lead["seconds"],
-                            "margin": min(margins) if margins else None,
-                            "approached": ex.last_approach_report is not None})
-                        print(f"run {run} {mode}: {report.status.value}"
-                              f"{'' if f is None else ' ' + f.reason.value}", file=sys.stderr)
-            finally:
-                for ex in executors.values():
-                    ex.close()
+                    phases["loaded"].append(one_run(ex, plan, f"loaded run {run}"))
     finally:
         for p in busy:
             p.kill()
@@ -103,20 +118,15 @@ def main() -> None:
             sim.kill()
             sim.wait(10)
     out = {"conditions": {"cores": os.cpu_count(), "busy_loops": args.busy,
-                          "runs_per_mode": args.runs, "plan": "openarm_wave (6 s)",
+                          "start_lead_s": config.execution.start_lead_s,
+                          "plan": "openarm_wave (6 s)",
                           "simulator": "separate process, system clock, real time",
-                          "seconds": round(time.monotonic() - started, 1)}}
-    for mode, rs in rows.items():
-        leads = [r["lead"] for r in rs if r["lead"] is not None]
-        margins = [r["margin"] for r in rs if r["margin"] is not None]
-        out[mode] = {
-            "runs": len(rs),
-            "outcomes": dict(collections.Counter(r["failure"] or r["status"] for r in rs)),
-            "late_acceptance": sum(r["failure"] == "late_acceptance" for r in rs),
-            "moved_back_to_the_start_first": sum(r["approached"] for r in rs),
-            "lead_s": {"median": round(float(np.median(leads)), 4),
-                       "max": round(float(max(leads)), 4)} if leads else None,
-            "min_margin_ms": round(1e3 * min(margins), 1) if margins else None}
+                          "seconds": round(time.monotonic() - started, 1)},
+           **{phase: summary(rows) for phase, rows in phases.items()}}
+    idle, loaded = out["idle"]["acceptance_latency_ms"], out["loaded"]["acceptance_latency_ms"]
+    if idle and loaded:
+        out["loaded_over_idle_acceptance_latency"] = {
+            k: round(loaded[k] / idle[k], 2) for k in ("median", "max")}
     print(json.dumps(out, indent=2))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -190,6 +192,22 @@ def processes():
     procs = Processes()
     yield procs
     procs.close()
+
+
+@pytest.fixture
+def busy_loops():
+    """Factory: ``busy_loops(n)`` starts ``n`` processes spinning ``while True: pass`` (a loaded
+    machine, as a real one is at times); every one is killed at the end of the test."""
+    started: list[subprocess.Popen] = []
+
+    def start(n: int) -> list[subprocess.Popen]:
+        started.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                       for _ in range(n))
+        return started
+    yield start
+    for p in started:
+        p.kill()
+        p.wait(10)
 
 
 @pytest.fixture

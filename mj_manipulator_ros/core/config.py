@@ -82,10 +82,6 @@ class ExecutionSettings:
     start_lead_s: float = field(default=0.25, metadata={
         "doc": "start stamp = now + lead, on the controllers' clock", "min": 0.0,
         "override": "--lead"})
-    max_start_lead_s: float = field(default=1.0, metadata={
-        "doc": "on a loaded machine the start lead is raised by twice the worst delivery jitter "
-               "of the arms' joint states in the last second (core/start_lead.py), up to this; "
-               "at or below `start_lead_s` the lead is never raised", "min": 0.0})
     server_wait_s: float = field(default=5.0, metadata={
         "doc": "wait for every arm's action server (all arms in parallel)", "min": 0.0})
     discovery_settle_s: float = field(default=0.5, metadata={

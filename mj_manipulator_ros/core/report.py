@@ -168,8 +168,8 @@ class ExecutionReport:
     #: the configuration's ``scene.allowed_collisions`` pairs the pre-flight check skipped,
     #: each ``"a x b (reason)"`` with what its entry stated explicitly (e.g. ``[BETWEEN ARMS]``)
     not_checked: tuple[str, ...] = ()
-    #: the start stamp's lead, ``{"seconds", "why"}`` (core/start_lead.py; None: no stamp)
-    start_lead: Optional[Mapping] = None
+    #: the start stamp's lead, s (``execution.start_lead_s``; None: no stamp was made)
+    start_lead_s: Optional[float] = None
 
     @property
     def succeeded(self) -> bool:
@@ -186,7 +186,7 @@ class ExecutionReport:
                 "preflight_checked": self.preflight_checked,
                 "record_path": self.record_path, "record_error": self.record_error,
                 "stops": [r.to_dict() for r in self.stops], "not_checked": list(self.not_checked),
-                "start_lead": None if self.start_lead is None else dict(self.start_lead)}
+                "start_lead_s": self.start_lead_s}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -200,7 +200,7 @@ class ExecutionReport:
                    {a: ArmReport.from_dict(r) for a, r in d["arms"].items()},
                    d.get("preflight_checked"), d.get("record_path"), d.get("record_error"),
                    tuple(StopRecord.from_dict(r) for r in d.get("stops", ())),
-                   tuple(d.get("not_checked", ())), d.get("start_lead"))
+                   tuple(d.get("not_checked", ())), d.get("start_lead_s"))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
@@ -210,10 +210,6 @@ class ExecutionReport:
             lines.append("  WARNING: pre-flight collision check OFF (execution.preflight_check: "
                          "false): this plan was not replayed for collisions")
         lines.extend(not_checked_lines(self.not_checked))
-        if self.start_lead is not None and self.start_lead["seconds"] >= \
-                self.start_lead.get("configured", self.start_lead["seconds"]) + 0.01:
-            lines.append(f"  start lead {self.start_lead['seconds']:.3f} s: "
-                         f"{self.start_lead['why']}")
         if self.first_failure:
             f = self.first_failure
             lines.append(f"  first failure: {f.arm or 'external'}: {f.reason.value}"

@@ -36,7 +36,6 @@ from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus, StopKind, StopRecord)
-from mj_manipulator_ros.core.start_lead import StartLead, start_lead
 from mj_manipulator_ros.core.stop_meter import StopMeter
 from mj_manipulator_ros.core.sync import (
     INTERRUPTED, CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel)
@@ -159,8 +158,6 @@ class MultiArmExecutor:
         #: the start stamp of the running execution (None between executions), for tools that
         #: act at a point of the motion (e.g. the HIL stop-latency stage)
         self.current_stamp: StartStamp | None = None
-        #: the lead of the latest start stamp and why (core/start_lead.py)
-        self.start_lead: StartLead | None = None
 
     @staticmethod
     def _default_factory(context, use_sim: bool) -> NodeFactory:
@@ -468,8 +465,7 @@ class MultiArmExecutor:
                                None if stamp is None else stamp.seconds, failure, reports,
                                self._preflight is not None, stops=tuple(self.speed.stops),
                                not_checked=self.not_checked,
-                               start_lead=None if stamp is None or self.start_lead is None
-                               else self.start_lead.to_dict())
+                               start_lead_s=None if stamp is None else s.start_lead_s)
 
     def set_speed(self, factor: float) -> bool:
         """Change the speed of the running execution, every arm together (any thread): from a
@@ -699,10 +695,7 @@ class MultiArmExecutor:
             scope.fail(Failure(None, FailureReason.CLOCK_UNAVAILABLE, None,
                                "use_sim_time is set but no /clock message has arrived"))
             return None
-        self.start_lead = start_lead(s.start_lead_s, s.max_start_lead_s, {
-            a: self.monitor.delivery_jitter(self.config.arm(a).joint_names)
-            for a in plan.arm_names})
-        stamp = StartStamp.after(now_ns, self.start_lead.seconds)
+        stamp = StartStamp.after(now_ns, s.start_lead_s)
         self.current_stamp = stamp
         self._start_watch(plan, stamp, scope, runs)
         gate.open(stamp)
@@ -815,8 +808,7 @@ def _overall(reports: dict[str, ArmReport], failure: Failure | None) -> Executio
 def join_budget(s: ExecutionSettings, duration: float) -> float:
     """Wall-clock bound for joining the arm threads: the sum of every bounded wait an arm makes
     (the result wait with its wall backstop) plus slack. A last line of defence only."""
-    result_wait = WALL_BACKSTOP_FACTOR * (max(s.start_lead_s, s.max_start_lead_s)
-                                          + duration * s.timeout_scaling
+    result_wait = WALL_BACKSTOP_FACTOR * (s.start_lead_s + duration * s.timeout_scaling
                                           + s.timeout_margin_s) + WALL_BACKSTOP_S
     return (gate_wait_s(s) + 2 * s.accept_wait_s + result_wait + CHECK_PERIOD_S
             + 2 * s.cancel_wait_s + JOIN_SLACK_S)

@@ -115,18 +115,6 @@ class JointStateMonitor:
             return None
         return -float(min(d for _, d in rows))
 
-    def delivery_jitter(self, joints: Sequence[str]) -> Optional[float]:
-        """How much later than its fastest message of the last ``window_s`` a message carrying
-        any of ``joints`` reached this process (s; max - min of receipt - stamp): the scheduling
-        and transport delay the machine adds now. None without two messages in the window."""
-        now = self._now()
-        with self._cond:
-            diffs = [d for j in joints for (r, d) in self._diffs.get(j, ())
-                     if now - r <= self._window_s]
-        if len(diffs) < 2:
-            return None
-        return float(max(diffs) - min(diffs))
-
     def offset_shortfall(self, joints: Sequence[str], min_samples: int = 10,
                          min_span_s: float = 0.25) -> str:
         """Why :meth:`clock_offset` has no estimate for ``joints`` now, in words: no clock yet
