@@ -14,6 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
+from mj_manipulator_ros.check.framing import frame, framed_bodies
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.check.report import ReplayReport
 
@@ -36,11 +37,15 @@ class _Painter:
         self.model.vis.global_.offheight = max(self.model.vis.global_.offheight, height)
         self.rgba = self.model.geom_rgba.copy()
         self.data = mujoco.MjData(self.model)
+        self.width, self.height = width, height
         self.renderer = mujoco.Renderer(self.model, height=height, width=width)
 
-    def paint(self, qpos: np.ndarray, highlight_geoms: tuple[str, ...]) -> np.ndarray:
-        """Pixels (H, W, 3) uint8 of the scene at ``qpos`` (nq,), highlighted geoms opaque red
-        and the rest of their groups hidden."""
+    def paint(self, qpos: np.ndarray, highlight_geoms: tuple[str, ...], bodies: np.ndarray,
+              bases: np.ndarray) -> np.ndarray:
+        """Pixels (H, W, 3) uint8 of the scene at ``qpos`` (nq,), framed on ``bodies`` with
+        the arms' ``bases`` (``check/framing.py``), highlighted geoms opaque red. A highlighted
+        geom of a group drawn by default is drawn among the rest of the robot; one of a hidden
+        group (collision geoms often are) is drawn alone of its group, over the visible robot."""
         import mujoco
 
         model, data = self.model, self.data
@@ -51,13 +56,14 @@ class _Painter:
         option = mujoco.MjvOption()
         ids = [g for g in ids if g >= 0]
         for group in {int(model.geom_group[g]) for g in ids}:
+            if option.geomgroup[group]:
+                continue   # drawn anyway, with the robot around it
             option.geomgroup[group] = 1
             hidden = (model.geom_group == group) & ~np.isin(np.arange(model.ngeom), ids)
             model.geom_rgba[hidden, 3] = 0.0  # show only the highlighted geoms of that group
         model.geom_rgba[ids] = HIGHLIGHT
         camera = mujoco.MjvCamera()
-        camera.lookat[:] = [0.15, 0.0, 0.58]
-        camera.distance, camera.azimuth, camera.elevation = 1.05, 200.0, -22.0
+        frame(model, data, bodies, bases, self.width / self.height).apply(camera)
         self.renderer.update_scene(data, camera=camera, scene_option=option)
         return self.renderer.render()
 
@@ -91,9 +97,28 @@ def render_state(checker: PlanReplayChecker, poses: Mapping[str, np.ndarray], pa
     qpos = np.array(checker.base_qpos, dtype=float)
     for name, arm in checker.arms.items():
         qpos[arm.qpos_adr] = poses[name]
-    pixels = _painter(checker.model, width, height).paint(qpos, highlight_geoms)
+    model = checker.model
+    moving = [arm.body_ids for arm in checker.arms.values()]
+    bodies = framed_bodies(model, moving)
+    bases = np.array([_base(model, ids) for ids in moving], dtype=int)
+    pixels = _painter(model, width, height).paint(qpos, highlight_geoms, bodies, bases)
     _save_png(pixels, path, title)
     return path
+
+
+def _base(model, ids) -> int:
+    """The body an arm is mounted on (its root body's parent), or its root if that is the
+    world."""
+    root = min(ids, key=lambda b: (_depth(model, b), b))
+    parent = int(model.body_parentid[root])
+    return parent if parent != 0 else int(root)
+
+
+def _depth(model, body: int) -> int:
+    depth = 0
+    while body != 0:
+        body, depth = int(model.body_parentid[body]), depth + 1
+    return depth
 
 
 def _save_png(pixels: np.ndarray, path: Path, title: str) -> None:
@@ -105,10 +130,35 @@ def _save_png(pixels: np.ndarray, path: Path, title: str) -> None:
     if title:
         draw = ImageDraw.Draw(image, "RGBA")
         font = ImageFont.load_default(size=16)
+        title = _wrapped(title, lambda text: draw.textlength(text, font=font),
+                         image.width - 28)
         box = draw.multiline_textbbox((10, 8), title, font=font)
         draw.rectangle((box[0] - 4, box[1] - 3, box[2] + 4, box[3] + 3), fill=(0, 0, 0, 128))
         draw.multiline_text((10, 8), title, fill=(255, 255, 255), font=font)
     image.save(path, compress_level=3)
+
+
+def _wrapped(title: str, length, width: float) -> str:
+    """``title`` with every line broken at spaces (or, a word wider than the picture, at any
+    character) so that none is wider than ``width`` pixels by ``length(text)``."""
+    out: list[str] = []
+    for line in title.splitlines() or [""]:
+        current = ""
+        for word in line.split(" "):
+            candidate = word if not current else current + " " + word
+            if length(candidate) <= width:
+                current = candidate
+                continue
+            if current:
+                out.append(current)
+            current = ""
+            for ch in word:
+                if current and length(current + ch) > width:
+                    out.append(current)
+                    current = ""
+                current += ch
+        out.append(current)
+    return "\n".join(out)
 
 
 def render_worst(checker: PlanReplayChecker, report: ReplayReport, plan, path: Path,
