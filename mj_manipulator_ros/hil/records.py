@@ -19,12 +19,14 @@ from mj_manipulator_ros.core.config import ExecutorConfig
 
 def fingerprint(config: ExecutorConfig, target: str) -> str:
     """Hash of what the stages prove things about: arms, joints (in order), actions, limits,
-    execution settings, scene, and the target ("hardware" or "sim")."""
+    execution settings, scene, the bring-up's own section (``hil``: its plans and thresholds)
+    and the target ("hardware" or "sim")."""
     doc = {"target": target,
            "arms": [{"name": a.name, "joints": list(a.joint_names), "action": a.action_name,
                      "limits": {j: l.__dict__ for j, l in sorted(a.joint_limits.items())}}
                     for a in config.arms],
-           "execution": config.execution.__dict__, "scene": config.extra.get("scene")}
+           "execution": config.execution.__dict__, "scene": config.extra.get("scene"),
+           "hil": config.extra.get("hil")}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -19,6 +19,7 @@ from typing import Callable, Optional
 from mj_manipulator_ros.core.errors import MjManipulatorError
 from mj_manipulator_ros.hil import runners
 from mj_manipulator_ros.hil.records import GateState, RunRecord, fingerprint
+from mj_manipulator_ros.hil.setup_thresholds import with_setup
 from mj_manipulator_ros.hil.stages import load_protocol, render_checklist, stages_file
 from mj_manipulator_ros.model.limits import load_config_with_model
 
@@ -51,6 +52,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
             return EXIT_REFUSED
     try:
         config = load_config_with_model(config_path)
+        protocol = with_setup(protocol, config.extra.get("hil"))
     except MjManipulatorError as exc:
         say(f"hil: {exc}")
         return EXIT_REFUSED

@@ -12,7 +12,9 @@ from mj_manipulator_ros.resources import share_dir
 
 def shipped_plans(config: ExecutorConfig) -> dict[str, MultiArmPlan]:
     """The plans the setup is brought up for: ``hil.plans`` in the config (paths relative to the
-    config file), else every plan in config/plans/ whose arms are all configured."""
+    config file), else every plan in config/plans/ whose arms are all configured with the
+    plan's joints (the shipped plans are the OpenArm's: another robot whose arms are also
+    called left and right gets none of them, never a failure about joints it does not have)."""
     hil = config.extra.get("hil") or {}
     base = Path(config.source).resolve().parent if config.source else Path.cwd()
     if "plans" in hil:
@@ -22,6 +24,12 @@ def shipped_plans(config: ExecutorConfig) -> dict[str, MultiArmPlan]:
     plans = {}
     for p in paths:
         plan = load_plan(p)
-        if "plans" in hil or set(plan.arm_names) <= set(config.arm_names):
+        if "plans" in hil or _fits(plan, config):
             plans[p.stem] = plan
     return plans
+
+
+def _fits(plan: MultiArmPlan, config: ExecutorConfig) -> bool:
+    """Every arm of ``plan`` is configured, with the plan's joints."""
+    arms = {a.name: set(a.joint_names) for a in config.arms}
+    return all(a in arms and set(plan[a].joint_names) == arms[a] for a in plan.arm_names)

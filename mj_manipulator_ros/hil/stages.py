@@ -19,6 +19,9 @@ class CheckSpec:
     threshold: Optional[float] = None
     unit: str = ""
     compare: str = "max"   # "max": measured <= threshold passes; "min": measured >= threshold
+    #: hil/stages.yaml's threshold where the robot's configuration set another (None: not set;
+    #: hil/setup_thresholds.py)
+    default: Optional[float] = None
 
     def passes(self, measured: float) -> bool:
         if self.threshold is None:
@@ -29,7 +32,10 @@ class CheckSpec:
         if self.threshold is None:
             return self.description
         op = ">=" if self.compare == "min" else "<="
-        return f"{self.description}: {op} {self.threshold:g} {self.unit}".rstrip()
+        text = f"{self.description}: {op} {self.threshold:g} {self.unit}".rstrip()
+        if self.default is not None:
+            text += f" (set by the configuration's hil.stages; hil/stages.yaml: {self.default:g})"
+        return text
 
 
 @dataclass(frozen=True)
