@@ -179,3 +179,17 @@ def test_worst_of_measurements() -> None:
     assert worst([0.1, 0.3, 0.2]) == 0.3
     assert worst([0.1, float("nan")]) is None and worst([None, 0.1]) is None
     assert worst([0.1, float("inf")]) == float("inf")   # a failure stays a failure
+
+
+def test_another_robot_with_arms_called_left_and_right_gets_no_openarm_plan(tmp_path) -> None:
+    """The shipped plans are the OpenArm's: a robot whose arms are also called left and right,
+    with its own joints, is brought up for none of them (before: all of them, and stage 0
+    failed on joints it does not have); the OpenArm's configuration still gets them all."""
+    from mj_manipulator_ros.core.config import config_from_mapping, load_config
+    from mj_manipulator_ros.hil.shipped_plans import shipped_plans
+    other = config_from_mapping({"arms": [
+        {"name": a, "joint_names": [f"vx300s_{a}/waist", f"vx300s_{a}/shoulder"]}
+        for a in ("left", "right")]})
+    assert shipped_plans(other) == {}
+    openarm = shipped_plans(load_config(config_file("sim_openarm.yaml")))
+    assert set(openarm) == {p.stem for p in (ROOT / "config" / "plans").glob("*.yaml")}
