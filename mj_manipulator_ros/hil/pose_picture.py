@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 import mujoco
 import numpy as np
 
+from mj_manipulator_ros.core.file_names import file_name
 from mj_manipulator_ros.hil.check_result import CheckResult, check
 from mj_manipulator_ros.hil.stages import Stage
 
@@ -100,6 +101,7 @@ def picture_check(session: "HilSession", stage: Stage, subject: str, name: str,
     poses = dict(poses or {a: session.pose(a) for a in session.config.arm_names})
     folder = session.pictures_dir or Path.cwd()
     folder.mkdir(parents=True, exist_ok=True)
+    name = file_name(name)   # joint names may hold "/" (core/file_names.py)
     picture = folder / f"{name}.png"
     title = f"stage {stage.number}, {subject}: the pose the joint states say"
     try:
