@@ -67,10 +67,24 @@ class ArmConfig:
     limits_from_model: bool = field(default=False, metadata={
         "internal": True, "doc": "joint_limits: from_model, not yet read from the model "
                                  "(mj_manipulator_ros.model.limits.with_model_limits does)"})
+    driver_joint_names: tuple[str, ...] = field(default=(), metadata={
+        "doc": "the names this arm's controller and joint states use, one per joint in the "
+               "order of joint_names (default: joint_names): goals and joint states carry these, "
+               "plans and every check the model's; two arms on separate joint_states_topics may "
+               "share them"})
 
     @property
     def action_name(self) -> str:
         return self.action or f"/{self.name}_arm_controller/follow_joint_trajectory"
+
+    @property
+    def wire_names(self) -> tuple[str, ...]:
+        """The joint names on the wire (goals, joint states), in the order of joint_names."""
+        return self.driver_joint_names or self.joint_names
+
+    def to_wire(self) -> dict[str, str]:
+        """Model name -> the name the arm's controller uses."""
+        return dict(zip(self.joint_names, self.wire_names))
 
 
 @dataclass(frozen=True)
@@ -198,6 +212,14 @@ class ExecutorConfig:
     def arm_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.arms)
 
+    def names_on_topics(self) -> dict[str, dict[str, str]]:
+        """Per joint-state topic: the name a joint has there -> its model name (every arm
+        whose driver's names differ from the model's needs this to read its joint states)."""
+        out: dict[str, dict[str, str]] = {}
+        for a in self.arms:
+            out.setdefault(a.joint_states_topic, {}).update(zip(a.wire_names, a.joint_names))
+        return out
+
     def with_execution(self, **changes: Any) -> "ExecutorConfig":
         """A copy with some execution settings replaced (validated like the file)."""
         merged = {**self.execution.__dict__, **changes}
@@ -234,9 +256,21 @@ def _arm(data: Any, path: str) -> ArmConfig:
             raise ConfigError(f"{path}.joint_limits.{joint}: lower {jl.lower} > upper {jl.upper}")
         limits[joint] = jl
     per_joint = {key: _per_joint(raw, arm, f"{path}.{key}") for key, raw in per_joint_raw.items()}
+    if arm.driver_joint_names:
+        drivers = arm.driver_joint_names
+        if len(drivers) != len(arm.joint_names):
+            raise ConfigError(f"{path}.driver_joint_names: expected one name per joint of "
+                              f"joint_names ({len(arm.joint_names)}: {list(arm.joint_names)}), "
+                              f"got {len(drivers)}: {list(drivers)}")
+        if len(set(drivers)) != len(drivers):
+            dup = sorted({j for j in drivers if drivers.count(j) > 1})
+            raise ConfigError(f"{path}.driver_joint_names: duplicate name(s) {dup}")
+        if any(not j for j in drivers):
+            raise ConfigError(f"{path}.driver_joint_names: an empty name in {list(drivers)}")
     return ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity,
                      arm.joint_states_topic, per_joint["start_tolerance"],
-                     per_joint["path_tolerance"], from_model)
+                     per_joint["path_tolerance"], from_model,
+                     driver_joint_names=arm.driver_joint_names)
 
 
 def _per_joint(raw: Any, arm: ArmConfig, path: str) -> dict[str, float]:
@@ -275,6 +309,17 @@ def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:
             if j in owner:
                 raise ConfigError(f"arms: joint {j!r} belongs to both {owner[j]!r} and {a.name!r}")
             owner[j] = a.name
+    on_topic: dict[tuple[str, str], str] = {}
+    for a in arms:   # a joint state names its joint by the driver's name: one arm per name
+        for j in a.wire_names:
+            key = (a.joint_states_topic, j)
+            if key in on_topic:
+                raise ConfigError(
+                    f"arms: {on_topic[key]!r} and {a.name!r} both publish a joint called {j!r} "
+                    f"on {a.joint_states_topic}: their joint states could not be told apart; "
+                    "give each arm its own joint_states_topic (as a driver per arm does) or "
+                    "distinct driver_joint_names")
+            on_topic[key] = a.name
     execution = from_mapping(ExecutionSettings, data.get("execution"), "execution")
     extra = {k: data[k] for k in OTHER_SECTIONS if k in data}
     config = ExecutorConfig(arms, execution, extra, source)

@@ -8,12 +8,13 @@ executor and every measurement use the same /clock.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 import numpy as np
 import rclpy
@@ -51,12 +52,23 @@ class JointStateBuffer(JointStateRows):
     position per name) is not kept: counted in :attr:`rejected`, the first in
     :attr:`rejection`, logged."""
 
-    def __init__(self, node, keep_s: float = math.inf) -> None:
+    def __init__(self, node, keep_s: float = math.inf,
+                 names: Optional[Mapping[str, Mapping[str, str]]] = None) -> None:
+        """``names``: per joint-state topic, a joint's name there -> its model name
+        (``ExecutorConfig.names_on_topics``; default: ``/joint_states``, names as they come)."""
         super().__init__(keep_s)
         self._node = node
         self.rejected = 0
         self.rejection: Optional[JointStateMessageError] = None
-        self._sub = node.create_subscription(JointState, "/joint_states", self._on_msg, 200)
+        names = names or {"/joint_states": {}}
+        self._subs = [node.create_subscription(
+            JointState, topic, functools.partial(self._on_renamed, dict(names[topic])), 200)
+            for topic in sorted(names)]
+
+    def _on_renamed(self, model_names: Mapping[str, str], msg: JointState) -> None:
+        if any(model_names.get(n, n) != n for n in msg.name):
+            msg.name = [model_names.get(n, n) for n in msg.name]
+        self._on_msg(msg)
 
     def _on_msg(self, msg: JointState) -> None:
         received = self._node.get_clock().now().nanoseconds * 1e-9
@@ -107,7 +119,8 @@ class HilSession:
         self.node = rclpy.create_node(
             f"mjmr_hil_{uuid.uuid4().hex[:6]}", context=self.ros.context,
             parameter_overrides=[Parameter("use_sim_time", Parameter.Type.BOOL, sim)])
-        self.joint_states = JointStateBuffer(self.node, joint_states_keep_s)
+        self.joint_states = JointStateBuffer(self.node, joint_states_keep_s,
+                                             config.names_on_topics())
         ex = SingleThreadedExecutor(context=self.ros.context)
         ex.add_node(self.node)
         self._spinner = BackgroundSpinner(ex, "mjmr-hil-listener").start()

@@ -267,10 +267,7 @@ class ArmRun:
         # the goal message is built before the gate (a 1,401-point plan is ~1,400 Python
         # objects: tens of ms on a loaded machine, which would come out of the start lead);
         # only its stamp is set once the gate opens
-        goal = FollowJointTrajectory.Goal()
-        goal.trajectory = trajectory_msg(self.trajectory)
-        if self.tolerances is not None:
-            self.tolerances.fill(goal)
+        goal = self._goal(self.trajectory, None)
         self.gate.arrive(self.name)
         stamp = self.gate.wait_open(timeout=gate_wait_s(s))
         if stamp is None:
@@ -417,10 +414,7 @@ class ArmRun:
         ch, s = self.channel, self.settings
         trajectory, stamp, kind = self._retime
         self._retime = None
-        goal = FollowJointTrajectory.Goal()
-        goal.trajectory = trajectory_msg(trajectory, stamp)
-        if self.tolerances is not None:
-            self.tolerances.fill(goal)
+        goal = self._goal(trajectory, stamp)
         self.sent.append((self.now(), goal))
         send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
         ch.spin_until(lambda: send_future.done() or self.scope.canceled,
@@ -514,6 +508,15 @@ class ArmRun:
                 return
             self.scope.fail(failure)
 
+    def _goal(self, trajectory: ArmTrajectory, stamp) -> FollowJointTrajectory.Goal:
+        """The goal message for ``trajectory`` (model names) in its controller's names."""
+        names = self.channel.arm.to_wire() if self.channel.arm.driver_joint_names else None
+        goal = FollowJointTrajectory.Goal()
+        goal.trajectory = trajectory_msg(trajectory, stamp, names)
+        if self.tolerances is not None:
+            self.tolerances.fill(goal, names)
+        return goal
+
     def _feedback(self, msg) -> None:
         """Feedback (in this arm's thread, inside its executor's spin). The caller's handler
         raising fails the scope here, as any exception in an arm does, and is not called
@@ -523,7 +526,12 @@ class ArmRun:
             self._watch.feedback(time.monotonic())
         if self.on_feedback is not None and not self._feedback_failed:
             try:
-                self.on_feedback(self.name, msg.feedback)
+                fb = msg.feedback
+                arm = self.channel.arm
+                if arm.driver_joint_names:   # the model's names for every reader of feedback
+                    model = dict(zip(arm.wire_names, arm.joint_names))
+                    fb.joint_names = [model.get(j, j) for j in fb.joint_names]
+                self.on_feedback(self.name, fb)
             except Exception as exc:  # noqa: BLE001 - any exception in an arm stops every arm
                 self._feedback_failed = True
                 text = f"{type(exc).__name__}: {exc}"

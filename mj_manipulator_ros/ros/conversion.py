@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
@@ -40,10 +40,13 @@ def time_ns(msg: Time) -> int:
     return msg.sec * 1_000_000_000 + msg.nanosec
 
 
-def trajectory_msg(traj: ArmTrajectory, stamp: StartStamp | None = None) -> JointTrajectory:
-    """A JointTrajectory for one arm; ``header.stamp`` = stamp (0 when None)."""
+def trajectory_msg(traj: ArmTrajectory, stamp: StartStamp | None = None,
+                   names: Mapping[str, str] | None = None) -> JointTrajectory:
+    """A JointTrajectory for one arm; ``header.stamp`` = stamp (0 when None); ``names``: model
+    name -> the name its controller uses (``ArmConfig.to_wire``; None: the plan's names)."""
     msg = JointTrajectory()
-    msg.joint_names = list(traj.joint_names)
+    msg.joint_names = [names.get(j, j) for j in traj.joint_names] if names \
+        else list(traj.joint_names)
     if stamp is not None:
         msg.header.stamp = time_msg(stamp)
     for i in range(traj.times.size):
@@ -121,10 +124,11 @@ class GoalTolerances:
     goal: tuple = ()
     goal_time_tolerance: float = 0.0
 
-    def fill(self, goal) -> None:
-        """Set the tolerance fields of a FollowJointTrajectory.Goal."""
-        goal.path_tolerance = list(self.path)
-        goal.goal_tolerance = list(self.goal)
+    def fill(self, goal, names: Mapping[str, str] | None = None) -> None:
+        """Set the tolerance fields of a FollowJointTrajectory.Goal; ``names``: model name ->
+        the name the arm's controller uses (None: as given)."""
+        goal.path_tolerance = [_renamed(t, names) for t in self.path]
+        goal.goal_tolerance = [_renamed(t, names) for t in self.goal]
         goal.goal_time_tolerance = duration_msg(self.goal_time_tolerance)
 
 
@@ -146,3 +150,11 @@ def split_tolerances(goal, config: ExecutorConfig, arms: Sequence[str]) -> dict[
             out[owner[t.name]][kind].append(t)
     gtt = duration_s(goal.goal_time_tolerance)
     return {a: GoalTolerances(tuple(v["path"]), tuple(v["goal"]), gtt) for a, v in out.items()}
+
+
+def _renamed(tolerance, names: Mapping[str, str] | None):
+    """A JointTolerance message under the controller's name for its joint (a copy)."""
+    if not names or names.get(tolerance.name, tolerance.name) == tolerance.name:
+        return tolerance
+    return type(tolerance)(name=names[tolerance.name], position=tolerance.position,
+                           velocity=tolerance.velocity, acceleration=tolerance.acceleration)

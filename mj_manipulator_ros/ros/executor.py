@@ -122,7 +122,7 @@ class MultiArmExecutor:
                          for a in config.arms}
         #: what the arms report (JointState), for the checks made before stamping
         self.monitor = JointStateMonitor(self._clock_node, {a.joint_states_topic for a in config.arms},
-                                         self.now)
+                                         self.now, names=config.names_on_topics())
         self.start_check = StartCheck(config, self.monitor)
         #: the report of the approach move of the latest ``execute(approach=True)``, if one ran
         self.last_approach_report: ExecutionReport | None = None

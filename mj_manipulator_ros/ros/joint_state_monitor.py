@@ -13,6 +13,7 @@ minimum transport latency, sub-millisecond on one machine).
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -37,23 +38,34 @@ class JointStateMonitor:
         topics: JointState topics.
         now: this process's clock (s), the one stamps are computed on.
         window_s: how long (s of receipt time) the offset window reaches back.
+        names: per topic, a joint's name there -> its model name
+            (``ExecutorConfig.names_on_topics``): every reading, and the listener, use the
+            model's names; a name not in a topic's map passes as it is.
     """
 
     def __init__(self, node, topics: Iterable[str], now: Callable[[], float],
-                 window_s: float = 1.0) -> None:
+                 window_s: float = 1.0,
+                 names: Optional[Mapping[str, Mapping[str, str]]] = None) -> None:
         self._now = now
         self._window_s = window_s
         self._cond = threading.Condition()
         self._latest: dict[str, JointReading] = {}
         self._diffs: dict[str, collections.deque] = collections.defaultdict(
             lambda: collections.deque(maxlen=400))
-        self._subs = [node.create_subscription(JointState, topic, self._on_msg, 50)
-                      for topic in sorted(set(topics))]
+        names = names or {}
+        self._subs = [node.create_subscription(
+            JointState, topic, self._on_msg if not _renames(names.get(topic))
+            else functools.partial(self._on_renamed, dict(names[topic])), 50)
+            for topic in sorted(set(topics))]
         self._node = node
         #: called with (names, positions, header stamp, receipt time, velocities) for every
         #: message, in the spinning thread (the execution watch); must be quick
         self.listener: Optional[Callable[[Sequence[str], Sequence[float], float, float,
                                           Sequence[float]], None]] = None
+
+    def _on_renamed(self, model_names: Mapping[str, str], msg: JointState) -> None:
+        msg.name = [model_names.get(n, n) for n in msg.name]
+        self._on_msg(msg)
 
     def _on_msg(self, msg: JointState) -> None:
         received = self._now()
@@ -159,3 +171,7 @@ class JointStateMonitor:
 
 def positions(readings: Mapping[str, JointReading], joints: Sequence[str]) -> np.ndarray:
     return np.array([readings[j].position for j in joints])
+
+
+def _renames(names: Optional[Mapping[str, str]]) -> bool:
+    return bool(names) and any(k != v for k, v in names.items())

@@ -103,7 +103,7 @@ class SimArmServer:
         s = self.config.sim
         hold = self.shared.snapshot().arms[self.arm.name].positions
         now = None if at_execute else self.shared.controller_time(self.arm.name)
-        return check_goal(self._request(goal), self.arm.joint_names, now,
+        return check_goal(self._request(goal), self.arm.wire_names, now,   # the driver's names
                           s.tolerances, s.allow_partial_joints_goal,
                           s.allow_nonzero_velocity_at_trajectory_end, hold)
 
@@ -199,7 +199,7 @@ class SimArmServer:
             return
         fb = FollowJointTrajectory.Feedback()
         fb.header.stamp = stamp_msg(latest.time)
-        fb.joint_names = list(self.arm.joint_names)
+        fb.joint_names = list(self.arm.wire_names)
         fb.desired = JointTrajectoryPoint(positions=latest.desired.tolist(),
                                           velocities=latest.desired_velocity.tolist(),
                                           accelerations=latest.desired_acceleration.tolist())

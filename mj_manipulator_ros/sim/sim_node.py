@@ -5,8 +5,11 @@ Per arm, an action server at the arm's configured action (default
 (``sim/arm_server.py``: checks in ``sim/goal.py``, execution by the arm's controller in
 ``sim/controllers``). Also:
 
-- ``/joint_states`` (sensor_msgs/JointState; every arm's joints; positions, velocities,
-  efforts) at ``sim.joint_state_rate_hz`` of simulated time, always, also while moving;
+- each arm's joint states (sensor_msgs/JointState; positions, velocities, efforts) on its
+  ``joint_states_topic`` (default ``/joint_states``: one message for the arms sharing a topic)
+  under the names its driver uses (``driver_joint_names``, default the model's), at
+  ``sim.joint_state_rate_hz`` of simulated time, always, also while moving; goals and feedback
+  use those names too;
 - with ``use_sim_time``: ``/clock`` from the physics time every control cycle, and goal stamps
   are read on that clock; otherwise the simulator's clock is physics time mapped to ROS time
   (``sim/sim_clock.py``: a stall freezes references and stamps with physics) and physics is
@@ -111,7 +114,12 @@ class SimNode:
         self.node = rclpy.create_node(f"{node_name}", context=context)
         self.arms = {a.name: SimArmServer(self.node, a, self.shared, config)
                      for a in config.executor.arms if serve is None or a.name in serve}
-        self._joint_pub = self.node.create_publisher(JointState, "/joint_states", 10)
+        #: each served arm's joint-state topic (``arms[].joint_states_topic``) and its joints'
+        #: names there (the driver's: ``arms[].driver_joint_names``), in the arm's order
+        self._arm_topic = {a.name: a.joint_states_topic for a in config.executor.arms}
+        self._wire = {a.name: list(a.wire_names) for a in config.executor.arms}
+        self._joint_pubs = {t: self.node.create_publisher(JointState, t, 10)
+                            for t in sorted({self._arm_topic[n] for n in self.arms})}
         self._clock_pub = self.node.create_publisher(Clock, "/clock", 10) if use_sim else None
         self._served = [n for n in self.scene.arms if n in self.arms]
         #: arm -> (the drop fault's occurrence, its messages lost so far)
@@ -157,7 +165,7 @@ class SimNode:
         from mj_manipulator_ros.ros.bag_recorder import BagRecorder, arm_topics
         from mj_manipulator_ros.ros.execution_recording import config_text
 
-        topics = [("/joint_states", JointState)]
+        topics = [(t, JointState) for t in self._joint_pubs]
         if self.config.sim.use_sim_time:
             topics.append(("/clock", Clock))
         for arm in self.arms.values():
@@ -170,21 +178,22 @@ class SimNode:
         fault (``clock_offset_s``, ``clock_step_s``) gives an arm a clock of its own (stamped on
         it). An arm inside its ``joint_state_gap_s`` or with ``joint_state_drop`` messages
         still to lose is left out."""
-        groups: dict[float, list[str]] = {}
+        groups: dict[tuple[str, float], list[str]] = {}
         for n in self._served:
             faults = self.shared.controllers[n].faults
             if faults.joint_state_withheld(snap.sim_time) or self._dropping(n, faults, snap):
                 continue
-            groups.setdefault(faults.clock_offset_at(snap.sim_time), []).append(n)
-        for offset, names in groups.items():
+            key = (self._arm_topic[n], faults.clock_offset_at(snap.sim_time))
+            groups.setdefault(key, []).append(n)
+        for (topic, offset), names in groups.items():
             msg = JointState()
             msg.header.stamp = stamp_msg(snap.controller_time + offset)
-            msg.name = [j for n in names for j in self.scene.arms[n].joint_names]
+            msg.name = [j for n in names for j in self._wire[n]]
             arms = [snap.arms[n] for n in names]
             msg.position = [float(x) for a in arms for x in a.positions]
             msg.velocity = [float(x) for a in arms for x in a.velocities]
             msg.effort = [float(x) for a in arms for x in a.efforts]
-            self._joint_pub.publish(msg)
+            self._joint_pubs[topic].publish(msg)
 
     def _dropping(self, arm: str, faults, snap: Snapshot) -> bool:
         """Is this arm's message of this cycle one of the ``joint_state_drop`` lost ones?"""
