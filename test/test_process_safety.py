@@ -55,7 +55,10 @@ def setup(tmp_path: Path, start: dict, swing=(0.4, 0.0), relayed: bool = True,
           separation: float = 1.0, execution: dict | None = None) -> tuple[Path, Path]:
     """The tiny pair on real time (system clock), arms reading RELAYED (or /joint_states); a
     2 s swing by ``swing`` (j1, j2) out and back from ``start`` (arm -> (2,))."""
-    data = tiny_mapping(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False},
+    data = tiny_mapping(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False,
+                                       # the simulated drivers publish where the relay reads
+                                       "arms": {a: {"joint_states_topic": "/joint_states"}
+                                                for a in ("left", "right")}},
                         execution=execution if execution is not None else {"preflight_check": False},
                         arm_extra={"joint_states_topic": RELAYED} if relayed else None,
                         separation=separation)

@@ -172,6 +172,10 @@ class ArmSimSettings:
     mit_feed_forward: bool = field(default=True, metadata={
         "doc": "mit: send tau_ff from the arm's own model (gravity, inertia, friction); false: "
                "tau_ff = 0, as the OpenArm driver does by default (no gravity compensation)"})
+    joint_states_topic: str = field(default="", metadata={
+        "doc": "the topic this simulated arm's driver publishes its joint states on (default: "
+               "the arm's joint_states_topic, where the executor reads them; set it to put a "
+               "relay or a filter of your own in between)"})
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,8 @@ class SimNode:
                      for a in config.executor.arms if serve is None or a.name in serve}
         #: each served arm's joint-state topic (``arms[].joint_states_topic``) and its joints'
         #: names there (the driver's: ``arms[].driver_joint_names``), in the arm's order
-        self._arm_topic = {a.name: a.joint_states_topic for a in config.executor.arms}
+        self._arm_topic = {a.name: config.sim.arm(a.name).joint_states_topic
+                           or a.joint_states_topic for a in config.executor.arms}
         self._wire = {a.name: list(a.wire_names) for a in config.executor.arms}
         self._joint_pubs = {t: self.node.create_publisher(JointState, t, 10)
                             for t in sorted({self._arm_topic[n] for n in self.arms})}
