@@ -5,7 +5,7 @@ from __future__ import annotations
 from mj_manipulator_ros.check.failure_band import failure_band
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
-from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.errors import MjManipulatorError, PlanError
 from mj_manipulator_ros.core.validation import validate_plan
 from mj_manipulator_ros.hil.check_result import CheckResult, check, not_applicable
 from mj_manipulator_ros.hil.shipped_plans import shipped_plans
@@ -33,7 +33,11 @@ def offline_consistency(config: ExecutorConfig, stage: Stage, protocol: Protocol
             if e > excess:
                 excess, where = e, f"{j}: configured [{lo:g}, {hi:g}] vs model [{b.lower[k]:g}, {b.upper[k]:g}]"
         out.append(check(stage, "limits_within_model", arm.name, excess, where))
-    plans = shipped_plans(config)
+    try:
+        plans = shipped_plans(config)
+    except PlanError as exc:   # none given, none shipped fits, and none can be made
+        out.append(check(stage, "plans_valid", "hil.plans", 0.0, str(exc), passed=False))
+        plans = {}
     checker = PlanReplayChecker.from_scene(scene) if plans else None
     for name, plan in plans.items():
         try:
