@@ -184,12 +184,15 @@ def test_worst_of_measurements() -> None:
 def test_another_robot_with_arms_called_left_and_right_gets_no_openarm_plan(tmp_path) -> None:
     """The shipped plans are the OpenArm's: a robot whose arms are also called left and right,
     with its own joints, is brought up for none of them (before: all of them, and stage 0
-    failed on joints it does not have); the OpenArm's configuration still gets them all."""
+    failed on joints it does not have) but for the plan made for it; the OpenArm's
+    configuration still gets them all."""
     from mj_manipulator_ros.core.config import config_from_mapping, load_config
-    from mj_manipulator_ros.hil.shipped_plans import shipped_plans
-    other = config_from_mapping({"arms": [
-        {"name": a, "joint_names": [f"vx300s_{a}/waist", f"vx300s_{a}/shoulder"]}
-        for a in ("left", "right")]})
-    assert shipped_plans(other) == {}
+    from mj_manipulator_ros.hil.shipped_plans import GENERATED, shipped_plans
+    from tiny_arm import tiny_mapping
+    other = config_from_mapping(tiny_mapping(tmp_path))      # arms left, right; its own joints
+    plans = shipped_plans(other)
+    assert list(plans) == [GENERATED]
+    assert {j for a in plans[GENERATED].arm_names for j in plans[GENERATED][a].joint_names} == \
+        {j for a in other.arms for j in a.joint_names}
     openarm = shipped_plans(load_config(config_file("sim_openarm.yaml")))
     assert set(openarm) == {p.stem for p in (ROOT / "config" / "plans").glob("*.yaml")}
