@@ -29,6 +29,37 @@ def _selfcheck(_args: argparse.Namespace) -> int:
     return main()
 
 
+def _init_config(args: argparse.Namespace) -> int:
+    from mj_manipulator_ros.apps.init_config import init_config
+
+    return init_config(args.model, args.out, driver_names=args.driver_names,
+                       max_velocity=args.max_velocity)
+
+
+def _make_plan(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mj_manipulator_ros.check.plan_maker import wave_plan
+    from mj_manipulator_ros.check.preflight import scene_checker
+    from mj_manipulator_ros.core.errors import MjManipulatorError
+    from mj_manipulator_ros.core.plan_io import save_plan
+    from mj_manipulator_ros.model.limits import load_config_with_model
+
+    try:
+        if Path(args.out).exists():
+            raise MjManipulatorError(f"{args.out} exists: not overwritten")
+        config = load_config_with_model(args.config)
+        plan = wave_plan(config, scene_checker(config))
+    except MjManipulatorError as exc:
+        print(f"make-plan: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    save_plan(plan, args.out)
+    print(f"make-plan: wrote {args.out}: arms {list(plan.arm_names)}, {plan.duration:.2f} s, "
+          f"{plan[plan.arm_names[0]].times.size} waypoints each, collision-free synchronized, "
+          "each arm alone and over the stop band")
+    return EXIT_OK
+
+
 def _execute(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -449,6 +480,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("selfcheck", help="two real nodes exchange a FollowJointTrajectory goal")
     p.set_defaults(func=_selfcheck)
+    p = sub.add_parser("init-config", help="a starting configuration for a robot from its MJCF: "
+                       "its arms, limits, ready pose, scene; says what to check")
+    p.add_argument("model", help="the robot's MJCF file")
+    p.add_argument("--out", required=True, help="the configuration file to write (never "
+                   "overwritten)")
+    p.add_argument("--driver-names", action="store_true",
+                   help="each arm's driver publishes its joints without the arm's name prefix, "
+                        "on its own topics (driver_joint_names)")
+    p.add_argument("--max-velocity", type=float, default=1.0,
+                   help="every arm joint's velocity limit, rad/s or m/s (MJCF has none)")
+    p.set_defaults(func=_init_config)
+    p = sub.add_parser("make-plan", help="a checked wave for every arm of a configuration, from "
+                       "its ready pose (what the bring-up runs when no plan fits the robot)")
+    p.add_argument("--config", required=True)
+    p.add_argument("--out", required=True, help="the plan file to write (never overwritten)")
+    p.set_defaults(func=_make_plan)
     p = sub.add_parser("demo", help="simulated OpenArm pair runs the crossing plan, synchronized")
     p.add_argument("--config", help="default: config/sim_openarm.yaml")
     p.add_argument("--plan", help="default: config/plans/openarm_crossing.yaml")

@@ -129,6 +129,9 @@ else
   say "building control_msgs from interfaces/control_msgs"
   bash tools/build_interfaces.sh "$VENV" "$ROS"
 fi
+# a robot model we did not write, for the any-robot tests (test_any_robot.py): only its MJCF
+# assets are used, so none of its dependencies (gymnasium, dm-control) are installed
+"${PIP[@]}" install --no-deps gym-aloha
 "${PIP[@]}" install --no-deps -e .
 
 if [ "$SYSTEM_ROS" = 1 ]; then echo "$ROS_DISTRO" > "$VENV/.mjmr-ros"; else echo "$ROS" > "$VENV/.mjmr-ros"; fi
