@@ -1,15 +1,20 @@
-"""A robot that is not the OpenArm, from its configuration alone: three arms (the tiny arm,
-composed three times), no plan given: the bring-up makes its plan (check/plan_maker.py) and the
-rehearsal on the simulator passes stages 0-6 without --force."""
+"""Robots that are not the OpenArm, through the path a new user takes: three arms (the tiny
+arm, composed three times) with no plan given, and the ALOHA of gym-aloha from its MJCF; each
+passes the rehearsal on the simulator through stage 6 without --force."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 import yaml
 
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.plan_io import load_plan, save_plan
 from mj_manipulator_ros.hil.runner import run_hil
 from mj_manipulator_ros.hil.shipped_plans import GENERATED
 from tiny_arm import tiny_mapping
@@ -37,3 +42,62 @@ def test_a_three_arm_robot_is_brought_up_on_a_plan_made_for_it(tmp_path) -> None
     assert synchronized and all(r["pass"] for r in synchronized), synchronized
     assert any(GENERATED in str(r.get("subject", "")) for r in synchronized), synchronized
     assert not any(r.get("event") == "forced" for r in rows)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_aloha_of_gym_aloha_from_its_mjcf_to_a_passed_rehearsal(tmp_path, processes) -> None:
+    """A robot we did not model (gym-aloha's ViperX pair, from PyPI; joint names with "/"),
+    through the new path only: init-config with the drivers' unprefixed names on per-arm
+    topics, make-plan, check-plan refusing a plan into the table, sim + execute, and the
+    rehearsal through stage 6 without --force. The one threshold it needs is set in its
+    configuration (docs/your_robot.md); stage 2 runs two small motions instead of ten."""
+    from test_init_config import aloha
+    cli = [sys.executable, "-m", "mj_manipulator_ros.cli"]
+    config = tmp_path / "aloha.yaml"
+
+    def run(*args, code=0):
+        done = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=300)
+        assert done.returncode == code, (args, done.stdout, done.stderr)
+        return done.stdout + done.stderr
+
+    run("init-config", str(aloha()), "--out", str(config), "--driver-names")
+    data = yaml.safe_load(config.read_text())
+    assert data["arms"][0]["driver_joint_names"][0] == "waist"
+    data["hil"] = {"stages": {
+        "stop_latency": {"checks": {"controlled_stop_time_error": 0.35}},
+        "small_motion": {"params": {"runs": 2}, "checks": {"clean_runs": 2}}}}
+    config.write_text(yaml.safe_dump(data))
+    wave = tmp_path / "wave.yaml"
+    run("make-plan", "--config", str(config), "--out", str(wave))
+    into_table = tmp_path / "into_table.yaml"
+    save_plan(_into_the_table(load_plan(wave)), into_table)
+    out = run("check-plan", str(into_table), "--config", str(config), code=1)
+    assert "vx300s_left/left_finger_link x environment/table" in out, out
+
+    sim = processes([*cli, "sim", "--config", str(config)])
+    processes.wait_for_line(sim, "simulating arms", timeout=120)
+    report = json.loads(run("execute", str(wave), "--config", str(config), "--json"))
+    assert report["status"] == "succeeded", report
+    sim.terminate()   # the rehearsal runs its own simulator, serving the same actions
+    sim.wait(30)
+
+    said: list[str] = []
+    code = run_hil(str(config), sim=True, through=6, yes=True, results=str(tmp_path / "r"),
+                   say=said.append)
+    assert code == 0, "\n".join(said)
+
+
+def _into_the_table(wave: MultiArmPlan) -> MultiArmPlan:
+    """From the wave's start, the left arm's shoulder down by 1.6 rad and elbow up by 0.9 rad
+    and back over 6 s (its fingers go about 33 mm into the table); the right arm holds."""
+    t = np.linspace(0.0, 6.0, 601)
+    s = np.sin(np.pi * t / 6.0) ** 2
+    arms = {}
+    for a in wave.arm_names:
+        q0 = wave[a].positions[0]
+        d = np.zeros_like(q0)
+        if a == "left":
+            d[1], d[2] = 1.6, -0.9
+        arms[a] = ArmTrajectory(wave[a].joint_names, t, q0 + np.outer(s, d))
+    return MultiArmPlan(arms)
