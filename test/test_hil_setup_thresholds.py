@@ -74,6 +74,11 @@ def test_the_section_is_part_of_the_setup_fingerprint(tmp_path) -> None:
      r"small_motion.params.runs: expected a whole number \(as its default 10\), got 2.5"),
     ({"stages": {"connected": {"params": {"picture_word": ""}}}},
      r"params.picture_word: expected a non-empty string"),
+    ({"stages": {"stop_latency": {"params": {"fractions": 0.5}}}},
+     r"params.fractions: expected a non-empty list of numbers \(as its default \[0.3, 0.5, "
+     r"0.85\]\), got float 0.5"),
+    ({"stages": {"stop_latency": {"params": {"fractions": [0.5, "x"]}}}},
+     r"params.fractions\[1\]: expected a finite number >= 0, got str 'x'"),
     ({"stages": ["stop_latency"]}, r"hil.stages: expected a mapping of stage id"),
     ("x", r"hil: expected a mapping"),
 ])

@@ -115,6 +115,11 @@ def _like(default: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a whole number (as its default {default}), "
                               f"got {value!r}")
         return int(number) if isinstance(default, int) else number
+    if isinstance(default, (list, tuple)):
+        if not isinstance(value, (list, tuple)) or not value:
+            raise ConfigError(f"{where}: expected a non-empty list of numbers (as its default "
+                              f"{list(default)}), got {type(value).__name__} {value!r}")
+        return [_number(v, f"{where}[{k}]") for k, v in enumerate(value)]
     if isinstance(default, str):
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"{where}: expected a non-empty string (as its default "
