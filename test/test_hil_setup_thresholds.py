@@ -82,12 +82,16 @@ def test_the_section_is_part_of_the_setup_fingerprint(tmp_path) -> None:
     ({"stages": ["stop_latency"]}, r"hil.stages: expected a mapping of stage id"),
     ("x", r"hil: expected a mapping"),
 ])
-def test_a_wrong_entry_is_refused_by_name_before_anything_runs(tmp_path, hil, message) -> None:
+def test_a_wrong_entry_is_refused_by_name(hil, message) -> None:
     with pytest.raises(ConfigError, match=message):
         with_setup(load_protocol(), hil)
-    said = []
-    path = config_with(tmp_path, hil=hil)
+
+
+def test_the_bring_up_refuses_a_wrong_entry_before_anything_runs(tmp_path) -> None:
+    said: list[str] = []
+    path = config_with(tmp_path, hil={"stages": {"connected": {"checks": {"listen": 1}}}})
     assert run_hil(str(path), stage=0, results=str(tmp_path / "r"), say=said.append) == 2
+    assert any("stage 1 (connected) has no check 'listen'" in s for s in said), said
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").glob("*/checks.jsonl"))
 
 

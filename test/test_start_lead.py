@@ -4,6 +4,8 @@ one beside the same load does not (docs/executor.md, step 3)."""
 
 from __future__ import annotations
 
+import pytest
+
 from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus
 from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
@@ -24,6 +26,7 @@ def run_beside_two_busy_loops(tiny_sim, busy_loops, ros, tmp_path, **faults):
         return executor.execute(plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}, 6.0))
 
 
+@pytest.mark.alone   # it makes load: two busy loops
 def test_a_controller_300_ms_slow_to_accept_fails_by_name_on_a_loaded_machine(
         tiny_sim, busy_loops, ros, tmp_path) -> None:
     """Its acceptance comes after the stamp whatever the load: the lead is not widened to
@@ -39,6 +42,7 @@ def test_a_controller_300_ms_slow_to_accept_fails_by_name_on_a_loaded_machine(
     assert report.arms["right"].status is not ArmStatus.SUCCEEDED, report.summary()
 
 
+@pytest.mark.alone
 def test_a_healthy_controller_beside_the_same_load_starts_in_time(
         tiny_sim, busy_loops, ros, tmp_path) -> None:
     """The same plan and load without the delay: every goal accepted before the stamp (the
