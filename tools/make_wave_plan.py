@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mj_manipulator_ros.core.config import load_config
-from mj_manipulator_ros.core.interpolation import rest_to_rest
+from mj_manipulator_ros.core.interpolation import rest_to_rest_chain
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan, save_plan
 from mj_manipulator_ros.check.timeline import build_timeline
@@ -43,13 +43,7 @@ def main() -> None:
     arms = {}
     for arm in ("left", "right"):
         q_open = ready[arm] + OPEN * (MIRROR if arm == "right" else 1.0)
-        keys = [ready[arm], q_open, ready[arm], q_open, ready[arm]]
-        pos, vel = [], []
-        for k in range(len(keys) - 1):
-            p, v = rest_to_rest(keys[k], keys[k + 1], t_seg)
-            pos.append(p[1:] if k else p)
-            vel.append(v[1:] if k else v)
-        P, V = np.concatenate(pos), np.concatenate(vel)
+        P, V = rest_to_rest_chain([ready[arm], q_open, ready[arm], q_open, ready[arm]], t_seg)
         times = np.round(np.arange(P.shape[0]) * DT, 6)
         arms[arm] = ArmTrajectory(config.arm(arm).joint_names, times, P.round(6), V.round(6))
     plan = MultiArmPlan(arms)

@@ -25,7 +25,7 @@ from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.check.timeline import build_timeline
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.errors import PlanError
-from mj_manipulator_ros.core.interpolation import rest_to_rest
+from mj_manipulator_ros.core.interpolation import rest_to_rest_chain
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.validation import validate_plan
 
@@ -121,13 +121,7 @@ def _plan(config: ExecutorConfig, ready: Mapping[str, np.ndarray],
     arms = {}
     for arm, offset in offsets.items():
         q0 = ready[arm]
-        keys = [q0] + [q0 + offset, q0] * swings
-        pos, vel = [], []
-        for k in range(len(keys) - 1):
-            p, v = rest_to_rest(keys[k], keys[k + 1], t)
-            pos.append(p[1:] if k else p)
-            vel.append(v[1:] if k else v)
-        positions, velocities = np.concatenate(pos), np.concatenate(vel)
+        positions, velocities = rest_to_rest_chain([q0] + [q0 + offset, q0] * swings, t)
         times = np.round(np.arange(positions.shape[0]) * DT, 6)
         velocities[-1] = 0.0
         arms[arm] = ArmTrajectory(config.arm(arm).joint_names, times, positions, velocities)

@@ -212,6 +212,18 @@ def rest_to_rest(q0: np.ndarray, q1: np.ndarray, times: np.ndarray) -> tuple[np.
     return np.asarray(q0, dtype=float) + np.outer(h, dq), np.outer(dh, dq)
 
 
+def rest_to_rest_chain(keys, move_times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Quintic rest-to-rest moves through ``keys`` (K poses, each (J,)), each over
+    ``move_times`` (M,) from its first to its last entry, joined end to start. Returns
+    positions and velocities, each (1 + (K - 1)(M - 1), J), on the moves' grid."""
+    pos, vel = [], []
+    for k in range(len(keys) - 1):
+        p, v = rest_to_rest(keys[k], keys[k + 1], move_times)
+        pos.append(p[1:] if k else p)
+        vel.append(v[1:] if k else v)
+    return np.concatenate(pos), np.concatenate(vel)
+
+
 def resample_to_common_grid(plan: MultiArmPlan, dt: float) -> MultiArmPlan:
     """Put every arm on one uniform time grid 0, dt, 2 dt, ..., ending at the plan's duration.
 

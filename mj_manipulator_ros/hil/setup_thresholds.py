@@ -42,12 +42,7 @@ def with_setup(protocol: Protocol, hil: Optional[Mapping[str, Any]]) -> Protocol
     """
     if hil is None:
         return protocol
-    if not isinstance(hil, Mapping):
-        raise ConfigError(f"hil: expected a mapping with keys {list(HIL_KEYS)}, got "
-                          f"{type(hil).__name__} {hil!r}")
-    unknown = sorted(set(map(str, hil)) - set(HIL_KEYS))
-    if unknown:
-        raise ConfigError(f"hil: unknown key(s) {unknown}; allowed: {list(HIL_KEYS)}")
+    _keys(hil, HIL_KEYS, "hil")
     entries = hil.get("stages")
     if entries is None:
         return protocol
@@ -64,13 +59,18 @@ def with_setup(protocol: Protocol, hil: Optional[Mapping[str, Any]]) -> Protocol
     return dataclasses.replace(protocol, stages=stages)
 
 
-def _stage(stage: Stage, entry: Any, where: str) -> Stage:
+def _keys(entry: Any, allowed: tuple[str, ...], where: str) -> None:
+    """``entry`` is a mapping whose keys are all in ``allowed``."""
     if not isinstance(entry, Mapping):
-        raise ConfigError(f"{where}: expected a mapping with keys {list(STAGE_KEYS)}, got "
+        raise ConfigError(f"{where}: expected a mapping with keys {list(allowed)}, got "
                           f"{type(entry).__name__} {entry!r}")
-    unknown = sorted(set(map(str, entry)) - set(STAGE_KEYS))
+    unknown = sorted(set(map(str, entry)) - set(allowed))
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {list(STAGE_KEYS)}")
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {list(allowed)}")
+
+
+def _stage(stage: Stage, entry: Any, where: str) -> Stage:
+    _keys(entry, STAGE_KEYS, where)
     checks = list(stage.checks)
     for name, value in (entry.get("checks") or {}).items():
         names = [c.name for c in checks]
