@@ -203,6 +203,12 @@ class ArmRun:
     #: every goal sent, with its send time on the controllers' clock (s): for the records
     sent: list = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        arm = self.channel.arm
+        #: model name -> its controller's, and back (None: the same names): made once
+        self._to_wire = arm.to_wire() if arm.driver_joint_names else None
+        self._to_model = ({w: m for m, w in self._to_wire.items()} if self._to_wire else None)
+
     def request_retime(self, trajectory: ArmTrajectory, stamp: StartStamp,
                        kind: str = "speed") -> None:
         """Replace the running goal by ``trajectory`` from ``stamp`` (a speed change, a
@@ -510,11 +516,10 @@ class ArmRun:
 
     def _goal(self, trajectory: ArmTrajectory, stamp) -> FollowJointTrajectory.Goal:
         """The goal message for ``trajectory`` (model names) in its controller's names."""
-        names = self.channel.arm.to_wire() if self.channel.arm.driver_joint_names else None
         goal = FollowJointTrajectory.Goal()
-        goal.trajectory = trajectory_msg(trajectory, stamp, names)
+        goal.trajectory = trajectory_msg(trajectory, stamp, self._to_wire)
         if self.tolerances is not None:
-            self.tolerances.fill(goal, names)
+            self.tolerances.fill(goal, self._to_wire)
         return goal
 
     def _feedback(self, msg) -> None:
@@ -527,10 +532,8 @@ class ArmRun:
         if self.on_feedback is not None and not self._feedback_failed:
             try:
                 fb = msg.feedback
-                arm = self.channel.arm
-                if arm.driver_joint_names:   # the model's names for every reader of feedback
-                    model = dict(zip(arm.wire_names, arm.joint_names))
-                    fb.joint_names = [model.get(j, j) for j in fb.joint_names]
+                if self._to_model:   # the model's names for every reader of feedback
+                    fb.joint_names = [self._to_model.get(j, j) for j in fb.joint_names]
                 self.on_feedback(self.name, fb)
             except Exception as exc:  # noqa: BLE001 - any exception in an arm stops every arm
                 self._feedback_failed = True
