@@ -22,8 +22,10 @@ import gc
 
 
 def freeze_startup() -> int:
-    """Collect once, then move every object still alive to the permanent generation (never
-    scanned again, never freed: call it once, when start-up is over). Returns how many objects
+    """Collect once, then move every object still alive to the permanent generation: no
+    collection scans it again. A frozen object is still freed when its last reference goes;
+    only a reference cycle among frozen objects is never collected (so call it where what is
+    alive will mostly stay: after start-up, before a bring-up stage). Returns how many objects
     are frozen now."""
     gc.collect()
     gc.freeze()
