@@ -509,3 +509,37 @@ def test_a_spline_overshooting_the_proven_ranges_between_states_is_refused(tmp_p
                          for a, b in checker.arms.items()})
     with pytest.raises(JointLimitError, match=f"joint '{joint}'.*outside the model's range"):
         checker.check(plan)
+
+
+def test_processes_started_together_generate_one_matrix(tmp_path) -> None:
+    """The simulator, the execution node and a check started at once on a new model: one of
+    them generates the matrix, the others wait for its file and read it (regression: each
+    generated its own, the OpenArm's taking ~9 s of CPU each)."""
+    cfg = tmp_path / "robot.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "arms": [{"name": a, "joint_names": [f"{a}_shoulder", f"{a}_elbow", f"{a}_wrist"]}
+                 for a in ("left", "right")],
+        "scene": {"models": [{"file": str(tmp_path / f"{a}.xml"), "prefix": f"{a}_",
+                              "pos": [0.0, k * 0.8, 0.0]} for k, a in enumerate(("left", "right"))],
+                  "floor": True}}))
+    robot_config(tmp_path)   # writes the arms' files
+    import time
+    start = time.time() + 3.0   # every process imports first, then all begin at once
+    code = ("import logging, sys, time\n"
+            "logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
+            "from mj_manipulator_ros.core.config import load_config\n"
+            "from mj_manipulator_ros.model.allowed_collisions import generate\n"
+            "from mj_manipulator_ros.model.scene import scene_for\n"
+            f"scene = scene_for(load_config({str(cfg)!r}))\n"
+            f"time.sleep(max(0.0, {start} - time.time()))\n"
+            "acm = generate(scene.model, scene.arms, scene.initial_qpos, 0.005)\n"
+            "print('MATRIX', acm.fingerprint, len(acm.pairs), flush=True)\n")
+    env = {**__import__("os").environ, "MJ_MANIPULATOR_CACHE": str(tmp_path / "cache")}
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env) for _ in range(3)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    matrices = {line for out in outs for line in out.splitlines() if line.startswith("MATRIX")}
+    assert len(matrices) == 1, matrices
+    generated = sum(out.count("generating the allowed-collision matrix") for out in outs)
+    assert generated == 1, f"{generated} of 3 processes generated the matrix:\n" + "\n".join(outs)

@@ -42,11 +42,14 @@ the margin and the sampling (``cache_dir``).
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import fcntl
 import hashlib
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
@@ -302,13 +305,72 @@ def generate(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.nda
     fp = fingerprint(model, arms, qpos, margin, samples)
     folder = cache_dir if cache_dir is not None else default_cache_dir()
     path = folder / f"acm-{fp[:24]}.json" if folder is not None else None
-    if path is not None and path.is_file():
+    acm = _cached(path, fp)
+    if acm is not None:
+        return acm
+    if path is None:
+        return _generate(model, arms, qpos, margin, samples, fp, folder, None)
+    # processes started together (the simulator, the execution node, a check) make one matrix:
+    # the first generates it, the others wait for its file (bounded: past the wait, generate)
+    with _generation_lock(folder, path.with_suffix(".lock")):
+        acm = _cached(path, fp)   # made while this process waited
+        return acm if acm is not None else _generate(model, arms, qpos, margin, samples, fp,
+                                                     folder, path)
+
+
+#: how long a process waits for another one generating the same matrix, s
+LOCK_WAIT_S = 300.0
+
+
+@contextlib.contextmanager
+def _generation_lock(folder: Path, lock: Path):
+    """An exclusive lock on ``lock`` (an advisory ``flock``), waited for at most
+    ``LOCK_WAIT_S`` on the monotonic clock; without it (no folder, a timeout) the body runs
+    unlocked, as it would with no cache."""
+    handle = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(lock, "a")
+    except OSError:
+        handle = None
+    held = False
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while handle is not None and not held:
         try:
-            acm = AllowedCollisionMatrix.from_dict(json.loads(path.read_text()))
-            if acm.fingerprint == fp:
-                return acm
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring the unreadable allowed-collision cache %s: %s", path, exc)
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = True
+        except OSError:
+            if time.monotonic() > deadline:
+                log.warning("waited %.0f s for another process generating %s; generating it "
+                            "here too", LOCK_WAIT_S, lock.with_suffix(".json"))
+                break
+            time.sleep(0.05)
+    try:
+        yield
+    finally:
+        if handle is not None:
+            if held:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
+
+
+def _cached(path: Optional[Path], fp: str) -> Optional["AllowedCollisionMatrix"]:
+    """The matrix cached at ``path`` when it is there, readable and of this fingerprint."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        acm = AllowedCollisionMatrix.from_dict(json.loads(path.read_text()))
+        if acm.fingerprint == fp:
+            return acm
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("ignoring the unreadable allowed-collision cache %s: %s", path, exc)
+    return None
+
+
+def _generate(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarray,
+              margin: float, samples: int, fp: str, folder: Optional[Path],
+              path: Optional[Path]) -> "AllowedCollisionMatrix":
+    """Generate the matrix (and cache it at ``path`` when given)."""
     log.info("generating the allowed-collision matrix (%d samples; once per model%s)", samples,
              f", cached in {folder}" if folder is not None else "")
     pairs = list(_filtered_and_adjacent(model, arms))
