@@ -354,6 +354,20 @@ def _checker(config_path: str):
     return scene_checker(load_config_with_model(config_path))
 
 
+def _held_at_reference(plan, checker):
+    """The plan with every arm of the scene it leaves out standing still at the reference pose
+    (the pre-flight check stands such an arm where it is measured), said on stderr."""
+    from mj_manipulator_ros.check.preflight import with_held_arms
+
+    left_out = {a: checker.base_qpos[b.qpos_adr] for a, b in checker.arms.items()
+                if a not in plan.arm_names}
+    for arm, q in left_out.items():
+        print(f"check-plan: arm {arm!r} is not in the plan: it stands still at the reference "
+              f"pose {[round(float(x), 4) for x in q]} (the pre-flight check stands it where "
+              "it is measured)", file=sys.stderr)
+    return with_held_arms(plan, left_out, checker.arms)
+
+
 def _check_plan(args: argparse.Namespace) -> int:
     import json
     import os
@@ -396,8 +410,17 @@ def _check_plan(args: argparse.Namespace) -> int:
         else:
             plan = load_plan(args.plan)
             validate_plan(plan, config)
+            plan = _held_at_reference(plan, checker)
+        grippers = {}
+        for item in args.gripper:
+            joint, _, value = item.partition("=")
+            try:
+                grippers[joint] = float(value)
+            except ValueError:
+                raise MjManipulatorError(f"--gripper {item!r}: expected JOINT=POSITION") from None
         report = checker.check(plan, mode=args.mode, dt=args.dt, continuous=not args.discrete,
-                               skews=skews, every=args.every, timeline=timeline, skew=band)
+                               skews=skews, every=args.every, timeline=timeline, skew=band,
+                               grippers=grippers)
     except (MjManipulatorError, ValueError, OSError) as exc:
         print(f"mj-manipulator-ros check-plan: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -553,6 +576,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dt", type=float, help="check on a uniform grid of this step (s)")
     p.add_argument("--discrete", action="store_true", help="skip the between-states check")
     p.add_argument("--margin", type=float, default=0.005, help="collision margin, m (5 mm)")
+    p.add_argument("--gripper", action="append", default=[], metavar="JOINT=POSITION",
+                   help="check with this gripper joint (arms[].gripper_joints) standing here, "
+                        "rad or m, as the pre-flight stands it where it is measured; default: "
+                        "the reference pose (scene.initial_positions)")
     p.add_argument("--arm-env", action="store_true",
                    help="accepted for old scripts: arm-environment pairs are checked by default")
     p.add_argument("--self", dest="self_collision", action="store_true",

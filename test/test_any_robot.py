@@ -87,6 +87,10 @@ def test_the_aloha_of_gym_aloha_from_its_mjcf_to_a_passed_rehearsal(tmp_path, pr
     run("init-config", str(aloha()), "--out", str(config), "--driver-names")
     data = yaml.safe_load(config.read_text())
     assert data["arms"][0]["driver_joint_names"][0] == "waist"
+    # its fingers: read from the arm's joint states under the driver's names, checked there
+    assert data["arms"][0]["gripper_joints"] == ["vx300s_left/left_finger",
+                                                 "vx300s_left/right_finger"]
+    assert data["arms"][0]["gripper_driver_joint_names"] == ["left_finger", "right_finger"]
     stages = {**FEWER_REPETITIONS, "stop_latency": {
         **FEWER_REPETITIONS["stop_latency"], "checks": {"controlled_stop_time_error": 0.35}}}
     data["hil"] = {"stages": stages}

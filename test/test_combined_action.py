@@ -169,7 +169,7 @@ def slow_preflight(seconds: float, refuse: bool = False):
 
     calls = []
 
-    def check(plan, held=None):
+    def check(plan, held=None, grippers=None):
         calls.append(plan)
         time.sleep(seconds)
         if refuse:
@@ -299,7 +299,7 @@ def test_an_exception_in_the_goal_callback_rejects_and_the_node_serves_on(combin
     later goal went unanswered)."""
     raised = []
 
-    def flaky_check(plan, held=None):
+    def flaky_check(plan, held=None, grippers=None):
         if not raised:
             raised.append(plan)
             raise RuntimeError("injected: a bug in a check")

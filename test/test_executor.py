@@ -298,7 +298,7 @@ def test_abort_during_the_preflight_check_sends_nothing(ros, scripted) -> None:
     returned False and both arms ran the plan)."""
     ctl = scripted({"left": "succeed", "right": "succeed"})
 
-    def slow_preflight(plan, held=None) -> None:
+    def slow_preflight(plan, held=None, grippers=None) -> None:
         time.sleep(0.5)
     with MultiArmExecutor(make_config(), context=ros.context, preflight=slow_preflight) as ex:
         timer = threading.Timer(0.1, ex.abort, args=("stop pressed",))

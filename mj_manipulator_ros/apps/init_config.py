@@ -37,8 +37,12 @@ def config_mapping(found: FoundRobot, model: Path, out: Path, driver_names: bool
     for a in found.arms:
         arm = {"name": a.name, "joint_names": list(a.joints), "joint_limits": "from_model",
                "max_velocity": float(max_velocity)}
+        if a.gripper_joints:
+            arm["gripper_joints"] = list(a.gripper_joints)
         if driver_names and a.driver_names != a.joints:
             arm["driver_joint_names"] = list(a.driver_names)
+            if a.gripper_driver_names != a.gripper_joints:
+                arm["gripper_driver_joint_names"] = list(a.gripper_driver_names)
             arm["joint_states_topic"] = f"/{a.name}/joint_states"
             arm["action"] = f"/{a.name}/arm_controller/follow_joint_trajectory"
         arms.append(arm)
@@ -57,8 +61,9 @@ def to_check(found: FoundRobot, driver_names: bool, max_velocity: float) -> list
            "the robot must be able to stand there (scene.initial_positions)"]
     grippers = [j for a in found.arms for j in a.gripper_joints]
     if grippers:
-        out.append(f"grippers {grippers} are not arms: every check holds them at their ready "
-                   "position; a real gripper standing elsewhere is not checked")
+        out.append(f"gripper joints {grippers} (gripper_joints) are read from each arm's joint "
+                   "states: the pre-flight checks every plan with them where they stand; your "
+                   "driver must publish them there")
     if driver_names:
         out.append("each arm's driver is taken to publish its joint states on "
                    "/<arm>/joint_states and serve /<arm>/arm_controller/follow_joint_trajectory "

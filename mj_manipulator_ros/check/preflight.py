@@ -52,8 +52,12 @@ class PreflightCheck:
     against the other arms held still where they are: ``held`` gives their measured positions
     (arm -> (J,), in the configuration's joint order).
 
+    The arms' gripper joints (``arms[].gripper_joints``) stand where ``grippers`` has them
+    (measured: joint -> rad or m), the others at the scene's reference pose.
+
     A plan's verdict is kept by the fingerprint of the plan as checked (the held arms' poses
-    in it): the same plan from the same poses is accepted or refused again without a replay."""
+    and the gripper positions in it): the same plan from the same poses is accepted or refused
+    again without a replay."""
 
     #: the bands and verdicts of this many plans are kept (a cell runs the same plans again and
     #: again; the scene, margin and configuration are this gate's own)
@@ -75,13 +79,16 @@ class PreflightCheck:
         return tuple(self.checker.scope()["configured"])
 
     def __call__(self, plan: MultiArmPlan,
-                 held: Optional[Mapping[str, np.ndarray]] = None) -> ReplayReport:
+                 held: Optional[Mapping[str, np.ndarray]] = None,
+                 grippers: Optional[Mapping[str, float]] = None) -> ReplayReport:
         moving = plan
         plan = with_held_arms(plan, held or {}, self.checker.arms)
-        key = plan_fingerprint(plan)   # the plan as checked: the held arms' poses in it
+        grippers = dict(sorted((grippers or {}).items()))
+        # the plan as checked: the held arms' poses and the grippers' positions in it
+        key = plan_fingerprint(plan) + repr(grippers)
         verdict = self._verdicts.get(key)
         if verdict is None:
-            verdict = self._verdicts[key] = self._certify(moving, plan)
+            verdict = self._verdicts[key] = self._certify(moving, plan, grippers)
             while len(self._verdicts) > self.BANDS_KEPT:
                 self._verdicts.popitem(last=False)
         self._verdicts.move_to_end(key)
@@ -94,16 +101,18 @@ class PreflightCheck:
             raise PlanRefused(band, need)
         return report
 
-    def _certify(self, moving: MultiArmPlan, plan: MultiArmPlan
+    def _certify(self, moving: MultiArmPlan, plan: MultiArmPlan, grippers: Mapping[str, float]
                  ) -> tuple[ReplayReport, Optional[ReplayReport], Optional[FailureBand]]:
         """The synchronized replay of ``plan`` (every arm of the scene) and, when it is clear
         and more than one arm is in it, its band replay and the band's width from ``moving``
-        (the arms the plan moves)."""
-        report = self.checker.check(plan, mode="synchronized", continuous=True)
+        (the arms the plan moves); the grippers where ``grippers`` has them."""
+        report = self.checker.check(plan, mode="synchronized", continuous=True,
+                                    grippers=grippers)
         if not report.collision_free or len(plan.arm_names) < 2:
             return report, None, None
         need = self.band(moving)
-        return report, self.checker.check(plan, mode="band", skew=need.skew_s), need
+        return report, self.checker.check(plan, mode="band", skew=need.skew_s,
+                                          grippers=grippers), need
 
     def band(self, plan: MultiArmPlan) -> FailureBand:
         """The stop band of ``plan`` (``check/failure_band.py``), computed once per plan: kept

@@ -91,12 +91,15 @@ def _painter(model, width: int, height: int) -> _Painter:
 
 def render_state(checker: PlanReplayChecker, poses: Mapping[str, np.ndarray], path: Path,
                  highlight_geoms: tuple[str, ...] = (), width: int = 960, height: int = 720,
-                 title: str = "") -> Path:
-    """Render the scene with the arms at ``poses`` (arm -> (J,) rad) to a PNG at ``path``;
-    highlighted geoms drawn opaque red, ``title`` (lines) written at the top left."""
+                 title: str = "", grippers: Mapping[str, float] = {}) -> Path:
+    """Render the scene with the arms at ``poses`` (arm -> (J,) rad) and their gripper joints
+    where ``grippers`` has them (joint -> rad or m; else the reference pose) to a PNG at
+    ``path``; highlighted geoms drawn opaque red, ``title`` (lines) written at the top left."""
     qpos = np.array(checker.base_qpos, dtype=float)
     for name, arm in checker.arms.items():
         qpos[arm.qpos_adr] = poses[name]
+        for joint, adr in zip(arm.gripper.joint_names, arm.gripper.qpos_adr):
+            qpos[adr] = grippers.get(joint, qpos[adr])
     model = checker.model
     moving = [arm.body_ids for arm in checker.arms.values()]
     bodies = framed_bodies(model, moving)
@@ -182,7 +185,7 @@ def render_worst(checker: PlanReplayChecker, report: ReplayReport, plan, path: P
                 "closest approach, no collision"))
     if at:
         title += "\n" + "; ".join(f"{p.bodies[0]} x {p.bodies[1]}" for p in at[:3])
-    return render_state(checker, poses, path, geoms, title=title)
+    return render_state(checker, poses, path, geoms, title=title, grippers=report.grippers)
 
 
 def plot_clearance(reports: list[ReplayReport], path: Path) -> Path:

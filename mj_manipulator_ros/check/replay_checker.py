@@ -42,7 +42,8 @@ import mujoco
 import numpy as np
 
 from mj_manipulator_ros.model.collidable import not_collidable
-from mj_manipulator_ros.model.allowed_collisions import (AllowReason, AllowedCollisionMatrix,
+from mj_manipulator_ros.model.allowed_collisions import (RANGE_PAD, AllowReason,
+                                                          AllowedCollisionMatrix,
                                                           generate)
 from mj_manipulator_ros.model.arm_binding import ArmBinding
 from mj_manipulator_ros.model.reach import reach_matrix
@@ -51,7 +52,7 @@ from mj_manipulator_ros.core.spline_peaks import segment_peaks
 from mj_manipulator_ros.check.band import check_band
 from mj_manipulator_ros.check.report import PairHit, ReplayReport
 from mj_manipulator_ros.check.timeline import ReplayMode, Timeline, build_timeline
-from mj_manipulator_ros.core.errors import UnsupportedMujocoError
+from mj_manipulator_ros.core.errors import JointLimitError, UnsupportedMujocoError
 
 ENV = -1
 
@@ -103,7 +104,8 @@ class PlanReplayChecker:
     """Args:
         model: the scene's model (only read; the checker works on a copy).
         arms: arm name -> binding (indices into ``model``), in replay order.
-        base_qpos: qpos of everything that is not an arm joint, shape (nq,).
+        base_qpos: qpos of everything that is not an arm joint, shape (nq,); the arms'
+            gripper joints stand there unless a check is given where they are (``grippers``).
         margin: distance below which a pair counts as colliding, m.
         horizon: distances are measured up to this, m (clearances beyond read as >= horizon).
         arm_env, self_collision: check arm-environment / arm-self pairs (both by default).
@@ -162,8 +164,11 @@ class PlanReplayChecker:
                 self._pair_category[a, b] = table[i, k]
         self.narrowed = {name: self._narrow(mm, arm_arm_only=(name == "pairs"))
                          for name, (mm, _, _) in self._models.items()}
-        self._rho = {name: reach_matrix(self.model, arm, self.base_qpos)
+        # the arm joints' columns (a gripper joint holds still through a replay)
+        self._rho = {name: reach_matrix(self.model, arm, self.base_qpos)[:, :len(arm.joint_ids)]
                      for name, arm in self.arms.items()}
+        #: the pose of everything but the arm joints in the check running (gripper joints set)
+        self._base = self.base_qpos
 
     def _narrow(self, mm: mujoco.MjModel, arm_arm_only: bool) -> str:
         """Let MuJoCo test only the pairs the check counts, so that skipped pairs cost nothing:
@@ -254,7 +259,7 @@ class PlanReplayChecker:
     def _qpos(self, poses: Mapping[str, np.ndarray]) -> np.ndarray:
         """Full qpos rows (..., nq) from arm poses (..., J)."""
         first = np.asarray(next(iter(poses.values())))
-        q = np.broadcast_to(self.base_qpos, first.shape[:-1] + self.base_qpos.shape).copy()
+        q = np.broadcast_to(self._base, first.shape[:-1] + self._base.shape).copy()
         for name, arm in self.arms.items():
             q[..., arm.qpos_adr] = poses[name]
         return q
@@ -308,23 +313,73 @@ class PlanReplayChecker:
               skews: Optional[Mapping[str, float]] = None, every: int = 1,
               timeline: Optional[Timeline] = None,
               progress: Optional[Callable[[int, int], None]] = None,
-              skew: Optional[float] = None) -> ReplayReport:
+              skew: Optional[float] = None,
+              grippers: Optional[Mapping[str, float]] = None) -> ReplayReport:
         """Replay and check. Give a ``plan`` (with ``mode``/``dt``/``skews``) or a ready
-        ``timeline`` (e.g. from a recording, with mode ``recorded``).
+        ``timeline`` (e.g. from a recording, with mode ``recorded``). ``grippers``: where the
+        arms' gripper joints stand (joint -> rad or m, as measured); a gripper joint not given
+        stands at the reference pose. The report says where each stood.
+
+        Raises:
+            JointLimitError: a gripper position outside its joint's range (widened by
+                ``RANGE_PAD``), where the allowed-collision matrix's proofs do not hold.
+            ValueError: a name in ``grippers`` that is no arm's gripper joint.
 
         Thread-safe: the checker's MjData has one owner at a time (concurrent checks wait)."""
         with self._lock:
-            if ReplayMode(mode) is ReplayMode.BAND:
-                if plan is None or skew is None:
-                    raise ValueError("the band replay needs a plan and a skew (s)")
-                self.model, self.data, self._reach_now = self._models["pairs"]
-                self._check_ranges(plan, None)
-                overflow_before = self.overflow_states
-                report = check_band(self, plan, skew)
-                overflow = self.overflow_states - overflow_before
-                return dataclasses.replace(report, contact_overflow_states=overflow) \
-                    if overflow else report
+            self._base, held = self._gripper_pose(grippers or {})
+            try:
+                report = self._check_mode(plan, mode, dt, continuous, skews, every, timeline,
+                                          progress, skew)
+            finally:
+                self._base = self.base_qpos
+            return dataclasses.replace(report, grippers=held) if held else report
+
+    def gripper_positions(self) -> dict[str, float]:
+        """Every arm's gripper joint at the reference pose (joint -> rad or m)."""
+        return {n: float(self.base_qpos[a]) for arm in self.arms.values()
+                for n, a in zip(arm.gripper.joint_names, arm.gripper.qpos_adr)}
+
+    def _gripper_pose(self, grippers: Mapping[str, float]) -> tuple[np.ndarray, dict]:
+        """The base pose with the gripper joints where ``grippers`` has them, and where every
+        gripper joint stands in it (joint -> value)."""
+        where = {}   # joint -> (arm, k)
+        for name, arm in self.arms.items():
+            for k, joint in enumerate(arm.gripper.joint_names):
+                where[joint] = (name, k)
+        unknown = sorted(set(grippers) - set(where))
+        if unknown:
+            raise ValueError(f"gripper position(s) given for {unknown}: not a gripper joint of "
+                             f"any arm; the gripper joints are {sorted(where)}")
+        base = self.base_qpos.copy()
+        for joint, value in grippers.items():
+            name, k = where[joint]
+            g = self.arms[name].gripper
+            value = float(value)
+            lo, hi = g.lower[k] - RANGE_PAD, g.upper[k] + RANGE_PAD
+            if not lo <= value <= hi:   # also refuses nan
+                raise JointLimitError(
+                    f"arm {name!r}: gripper joint {joint!r} stands at {value:.4f}, outside the "
+                    f"model's range [{g.lower[k]:.4f}, {g.upper[k]:.4f}] widened by "
+                    f"{RANGE_PAD:g}; the allowed-collision matrix's proofs do not hold there",
+                    arm=name, joint=joint)
+            base[g.qpos_adr[k]] = value
+        return base, {j: float(base[self.arms[a].gripper.qpos_adr[k]])
+                      for j, (a, k) in where.items()}
+
+    def _check_mode(self, plan, mode, dt, continuous, skews, every, timeline, progress,
+                    skew) -> ReplayReport:
+        if ReplayMode(mode) is not ReplayMode.BAND:
             return self._check(plan, mode, dt, continuous, skews, every, timeline, progress)
+        if plan is None or skew is None:
+            raise ValueError("the band replay needs a plan and a skew (s)")
+        self.model, self.data, self._reach_now = self._models["pairs"]
+        self._check_ranges(plan, None)
+        overflow_before = self.overflow_states
+        report = check_band(self, plan, skew)
+        overflow = self.overflow_states - overflow_before
+        return dataclasses.replace(report, contact_overflow_states=overflow) \
+            if overflow else report
 
     def _check(self, plan, mode, dt, continuous, skews, every, timeline, progress) -> ReplayReport:
         mode = ReplayMode(mode)

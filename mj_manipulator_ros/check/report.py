@@ -64,6 +64,8 @@ class ReplayReport:
     skew: Optional[float] = None            # band mode: the widest |t1 - t2| covered, s
     band_collision: Optional[Mapping] = None  # band mode: {"arms": [a, b], "t1", "t2"} first found
     scope: Optional[Mapping] = None   # what was checked (PlanReplayChecker.scope)
+    #: where each arm's gripper joints stood (joint -> rad or m): measured, or the reference
+    grippers: Mapping[str, float] = field(default_factory=dict)
     times: np.ndarray = field(default=None, repr=False, compare=False)
     clearance_traces: Mapping[str, np.ndarray] = field(default=None, repr=False, compare=False)
 
@@ -83,7 +85,8 @@ class ReplayReport:
                 "extra_states_checked": self.extra_states_checked,
                 "contact_overflow_states": self.contact_overflow_states,
                 "margin": self.margin, "horizon": self.horizon, "worst_time": self.worst_time,
-                "skew": self.skew, "band_collision": self.band_collision, "scope": self.scope}
+                "skew": self.skew, "band_collision": self.band_collision, "scope": self.scope,
+                "grippers": dict(self.grippers)}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -104,6 +107,9 @@ class ReplayReport:
                          f"{allowed or 'no pairs'} (allowed-collision matrix)")
             lines.extend(not_checked_lines(self.scope["configured"]))
             lines.extend(not_collidable_lines(self.scope.get("not_collidable", {})))
+        if self.grippers:
+            lines.append("  gripper joints held at: " + ", ".join(
+                f"{j} {v:.4f}" for j, v in self.grippers.items()))
         if self.band_collision is not None:
             b = self.band_collision
             lines.append(f"  {b['arms'][0]} at plan time {b['t1']:.3f} s and {b['arms'][1]} at "

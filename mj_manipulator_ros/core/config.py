@@ -73,6 +73,19 @@ class ArmConfig:
                "plans and every check the model's; two arms on separate joint_states_topics may "
                "share them"})
 
+    gripper_joints: tuple[str, ...] = field(default=(), metadata={
+        "doc": "joints the arm carries that plans do not command (a gripper's fingers; model "
+               "names): read from the arm's joint states before every plan, and checked where "
+               "they are (the allowed-collision matrix proves its pairs over their whole range)"})
+    gripper_driver_joint_names: tuple[str, ...] = field(default=(), metadata={
+        "doc": "the names gripper_joints have in the arm's joint states, one per joint in "
+               "their order (default: gripper_joints)"})
+
+    @property
+    def gripper_wire_names(self) -> tuple[str, ...]:
+        """The gripper joints' names in the arm's joint states, in the order of gripper_joints."""
+        return self.gripper_driver_joint_names or self.gripper_joints
+
     @property
     def action_name(self) -> str:
         return self.action or f"/{self.name}_arm_controller/follow_joint_trajectory"
@@ -217,8 +230,15 @@ class ExecutorConfig:
         whose driver's names differ from the model's needs this to read its joint states)."""
         out: dict[str, dict[str, str]] = {}
         for a in self.arms:
-            out.setdefault(a.joint_states_topic, {}).update(zip(a.wire_names, a.joint_names))
+            names = out.setdefault(a.joint_states_topic, {})
+            names.update(zip(a.wire_names, a.joint_names))
+            names.update(zip(a.gripper_wire_names, a.gripper_joints))
         return out
+
+    @property
+    def gripper_joints(self) -> tuple[str, ...]:
+        """Every arm's gripper joints (model names), arm by arm."""
+        return tuple(j for a in self.arms for j in a.gripper_joints)
 
     def with_execution(self, **changes: Any) -> "ExecutorConfig":
         """A copy with some execution settings replaced (validated like the file)."""
@@ -267,10 +287,32 @@ def _arm(data: Any, path: str) -> ArmConfig:
             raise ConfigError(f"{path}.driver_joint_names: duplicate name(s) {dup}")
         if any(not j for j in drivers):
             raise ConfigError(f"{path}.driver_joint_names: an empty name in {list(drivers)}")
+    _check_names(arm.gripper_joints, f"{path}.gripper_joints")
+    both = sorted(set(arm.gripper_joints) & set(arm.joint_names))
+    if both:
+        raise ConfigError(f"{path}.gripper_joints: {both} also in joint_names; a joint is "
+                          "either commanded by the plans (joint_names) or carried (gripper_joints)")
+    if arm.gripper_driver_joint_names:
+        _check_names(arm.gripper_driver_joint_names, f"{path}.gripper_driver_joint_names")
+        if len(arm.gripper_driver_joint_names) != len(arm.gripper_joints):
+            raise ConfigError(
+                f"{path}.gripper_driver_joint_names: expected one name per joint of "
+                f"gripper_joints ({len(arm.gripper_joints)}: {list(arm.gripper_joints)}), got "
+                f"{len(arm.gripper_driver_joint_names)}: {list(arm.gripper_driver_joint_names)}")
     return ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity,
                      arm.joint_states_topic, per_joint["start_tolerance"],
                      per_joint["path_tolerance"], from_model,
-                     driver_joint_names=arm.driver_joint_names)
+                     driver_joint_names=arm.driver_joint_names,
+                     gripper_joints=arm.gripper_joints,
+                     gripper_driver_joint_names=arm.gripper_driver_joint_names)
+
+
+def _check_names(names: tuple[str, ...], path: str) -> None:
+    """No duplicate and no empty name."""
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{path}: duplicate name(s) {sorted({j for j in names if names.count(j) > 1})}")
+    if any(not j for j in names):
+        raise ConfigError(f"{path}: an empty name in {list(names)}")
 
 
 def _per_joint(raw: Any, arm: ArmConfig, path: str) -> dict[str, float]:
@@ -305,13 +347,13 @@ def config_from_mapping(data: Any, source: str = "") -> ExecutorConfig:
         raise ConfigError(f"arms: duplicate arm names in {names}")
     owner: dict[str, str] = {}
     for a in arms:
-        for j in a.joint_names:
+        for j in (*a.joint_names, *a.gripper_joints):
             if j in owner:
                 raise ConfigError(f"arms: joint {j!r} belongs to both {owner[j]!r} and {a.name!r}")
             owner[j] = a.name
     on_topic: dict[tuple[str, str], str] = {}
     for a in arms:   # a joint state names its joint by the driver's name: one arm per name
-        for j in a.wire_names:
+        for j in (*a.wire_names, *a.gripper_wire_names):
             key = (a.joint_states_topic, j)
             if key in on_topic:
                 raise ConfigError(

@@ -28,6 +28,9 @@ A pair is listed when:
   OpenArm's wrist (link5 and the hand's base are 2.3 mm apart at the limits of joint 6, and
   inside 5 mm in 40 % of the wrist's range). Such a pair cannot collide in any plan within the
   ranges; checking it against the margin would refuse plans that use the wrist.
+- ``gripper``: two bodies that only an arm's gripper joints (``arms[].gripper_joints``) move
+  relative to each other (a gripper's two fingers): no plan commands those joints, so no plan
+  changes their distance; their contact is the gripper's own, or its grasp.
 - ``configured``: ``scene.allowed_collisions`` in the configuration, with the user's reason.
   Every report of a check that skips such a pair says so.
 
@@ -68,7 +71,7 @@ log = logging.getLogger(__name__)
 #: configurations sampled for the "always" pairs (MoveIt's setup assistant: 10,000)
 DEFAULT_SAMPLES = 10000
 _SEED = 20261201
-_FORMAT = 7   # bump when the generation changes: old cache entries are then ignored
+_FORMAT = 8   # bump when the generation changes: old cache entries are then ignored
 #: limited joint ranges are widened by this on each side for the ``never`` bound, rad or m
 RANGE_PAD = 0.01
 #: a ``never_touch`` pair is proven at least this far apart, m
@@ -83,6 +86,7 @@ class AllowReason(str, enum.Enum):
     ALWAYS = "always"           # within the margin in every sampled configuration
     NEVER = "never"             # proven never within the margin in the joint ranges
     NEVER_TOUCH = "never_touch"  # proven never within TOUCH_CLEARANCE in the joint ranges
+    GRIPPER = "gripper"         # moved relative to each other only by gripper joints
     CONFIGURED = "configured"   # scene.allowed_collisions
 
 
@@ -412,7 +416,9 @@ def fingerprint(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.
     buffer = np.empty(mujoco.mj_sizeModel(model), dtype=np.uint8)
     mujoco.mj_saveModel(model, None, buffer)
     h.update(buffer)
-    h.update(json.dumps({"arms": {a: list(b.joint_names) for a, b in arms.items()},
+    h.update(json.dumps({"arms": {a: list(b.joint_names) + ([{"gripper": list(
+                             b.gripper.joint_names)}] if b.gripper.joint_names else [])
+                                  for a, b in arms.items()},
                          "margin": float(margin), "samples": int(samples), "seed": _SEED,
                          "format": _FORMAT, "mujoco": mujoco.__version__, "pad": RANGE_PAD,
                          "never": [MAX_JOINTS, MAX_EVALUATIONS]},
@@ -481,8 +487,8 @@ def _never(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarr
     moved_by: dict[int, set] = {b: set() for b in bodies}   # body -> arm joints moving it
     lip: dict[tuple[int, int], float] = {}                   # (joint, body) -> m per unit
     for arm in arms.values():
-        rho = reach_matrix(model, arm, qpos)
-        for k, j in enumerate(arm.joint_ids):
+        rho = reach_matrix(model, arm, qpos)   # the arm's joints, then its gripper's
+        for k, j in enumerate([*arm.joint_ids, *arm.gripper.joint_ids]):
             for b, geoms in bodies.items():
                 if b in arm.body_ids and rho[geoms, k].max() > 0:
                     moved_by[b].add(int(j))
@@ -490,12 +496,21 @@ def _never(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarr
     data = mujoco.MjData(model)
     out, unprovable = [], []
     ids = sorted(bodies)
+    gripper = {int(j) for arm in arms.values() for j in arm.gripper.joint_ids}
     for i, a in enumerate(ids):
         for b in ids[i + 1:]:
             names = (model.body(a).name, model.body(b).name)
             if frozenset(names) in listed or not (moved_by[a] or moved_by[b]):
                 continue
             joints = sorted(moved_by[a] ^ moved_by[b])
+            if joints and set(joints) <= gripper:
+                moved = tuple(model.joint(j).name for j in joints)
+                out.append(AllowedPair(names, AllowReason.GRIPPER,
+                                       f"moved relative to each other only by gripper joints "
+                                       f"{', '.join(moved)}, which no plan commands: a plan "
+                                       "cannot change their distance (the gripper's own "
+                                       "contact, or its grasp)", moved))
+                continue
             if len(joints) > MAX_JOINTS:
                 continue
             pairs = [(g, h) for g in bodies[a] for h in bodies[b]
@@ -536,15 +551,18 @@ def _always(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndar
     m = _with_margin(model, margin)
     d = mujoco.MjData(m)
     rng = np.random.default_rng(_SEED)
-    lo = {n: np.where(np.isfinite(a.lower), a.lower, -np.pi) for n, a in arms.items()}
-    hi = {n: np.where(np.isfinite(a.upper), a.upper, np.pi) for n, a in arms.items()}
+    lo = {n: np.concatenate([np.where(np.isfinite(a.lower), a.lower, -np.pi), a.gripper.lower])
+          for n, a in arms.items()}
+    hi = {n: np.concatenate([np.where(np.isfinite(a.upper), a.upper, np.pi), a.gripper.upper])
+          for n, a in arms.items()}
+    adr = {n: np.concatenate([a.qpos_adr, a.gripper.qpos_adr]) for n, a in arms.items()}
     moving = set().union(*(a.body_ids for a in arms.values()))
     owner = {b: n for n, a in arms.items() for b in a.body_ids}
 
     def pose() -> None:
         d.qpos[:] = qpos
         for n, a in arms.items():
-            d.qpos[a.qpos_adr] = rng.uniform(lo[n], hi[n])
+            d.qpos[adr[n]] = rng.uniform(lo[n], hi[n])
         mujoco.mj_kinematics(m, d)
 
     pose()

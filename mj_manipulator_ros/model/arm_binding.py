@@ -64,6 +64,7 @@ class ArmBinding:
         actuators: per joint, every actuator whose transmission is that joint.
         lower, upper: joint range (rad or m); +-inf for an unlimited joint.
         body_ids: every body moved by the arm's joints (for collision attribution).
+        gripper: the joints the arm carries that plans do not command (``gripper_joints``).
     """
 
     name: str
@@ -75,6 +76,7 @@ class ArmBinding:
     lower: np.ndarray
     upper: np.ndarray
     body_ids: frozenset
+    gripper: "GripperBinding"
 
     def position_servos(self) -> PositionServos:
         """The position servo of every joint.
@@ -93,6 +95,55 @@ class ArmBinding:
             ids.append(servos[0])
         return PositionServos(np.array([a.id for a in ids], dtype=int),
                               np.array([a.kp for a in ids]), np.array([a.kv for a in ids]))
+
+
+@dataclass(frozen=True)
+class GripperBinding:
+    """The joints an arm carries that plans do not command (a gripper's fingers), shape (G,):
+    every check holds them where they are measured; the allowed-collision matrix proves its
+    pairs over their whole range.
+
+    Attributes:
+        joint_names: model names, in the configuration's order.
+        joint_ids, qpos_adr, dof_adr: model indices.
+        lower, upper: joint range (rad or m); every gripper joint is limited.
+    """
+
+    joint_names: tuple[str, ...]
+    joint_ids: np.ndarray
+    qpos_adr: np.ndarray
+    dof_adr: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+def _bind_gripper(model: mujoco.MjModel, arm: ArmConfig, bodies: set) -> GripperBinding:
+    """The arm's ``gripper_joints`` resolved: hinge or slide, limited, on the arm.
+
+    Raises:
+        ConfigError: a joint is not in the model, not hinge or slide, unlimited, or does not
+            ride on the arm (its body is not moved by the arm's joints).
+    """
+    ids = []
+    for joint in arm.gripper_joints:
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint)
+        where = f"arm {arm.name!r}: gripper joint {joint!r}"
+        if jid < 0:
+            raise ConfigError(f"{where} is not in the scene model")
+        kind = mujoco.mjtJoint(model.jnt_type[jid])
+        if kind not in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE):
+            raise ConfigError(f"{where} is a {kind.name}; expected a hinge or slide joint")
+        if not model.jnt_limited[jid]:
+            raise ConfigError(f"{where} has no range in the model; the checks need its range "
+                              "(the allowed-collision matrix proves its pairs over it)")
+        if int(model.jnt_bodyid[jid]) not in bodies:
+            raise ConfigError(f"{where} moves body {model.body(int(model.jnt_bodyid[jid])).name!r}"
+                              f", which the arm's joints {list(arm.joint_names)} do not carry")
+        ids.append(jid)
+    ids_a = np.array(ids, dtype=int)
+    return GripperBinding(tuple(arm.gripper_joints), ids_a, model.jnt_qposadr[ids_a],
+                          model.jnt_dofadr[ids_a],
+                          model.jnt_range[ids_a, 0].copy(), model.jnt_range[ids_a, 1].copy())
 
 
 def bind_arm(model: mujoco.MjModel, arm: ArmConfig) -> ArmBinding:
@@ -122,7 +173,7 @@ def bind_arm(model: mujoco.MjModel, arm: ArmConfig) -> ArmBinding:
     dofs = model.jnt_dofadr[ids_a]
     bodies = {b for b in range(model.nbody) if any(_moves(model, b, d) for d in dofs)}
     return ArmBinding(arm.name, arm.joint_names, ids_a, model.jnt_qposadr[ids_a], dofs, actuators,
-                      lower, upper, frozenset(bodies))
+                      lower, upper, frozenset(bodies), _bind_gripper(model, arm, bodies))
 
 
 def joint_actuator(model: mujoco.MjModel, a: int) -> JointActuator:

@@ -13,8 +13,11 @@ For a point x of geom g and an arm joint j upstream of g in the tree:
 - slide j: x moves at |qdot_j| exactly: rho(j, g) = 1 (m per m).
 
 So over an interval on which |qdot_j| <= vmax_j, every point of g travels at most
-``sum_j rho(j, g) * vmax_j * h``. Joints that are not the arm's are held at the reference pose
-during a replay, so only the arm's joints enter. Ball and free joints are refused.
+``sum_j rho(j, g) * vmax_j * h``. The arm's gripper joints (``gripper_joints``: held where
+they are measured during a replay, anywhere in their range) are joints of the tree too: a
+slide among them adds its travel to every segment it carries, and each has a column of its own
+(the allowed-collision matrix's proofs vary them). Every other joint is held at the reference
+pose. Ball and free joints are refused.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ _HINGE, _SLIDE = mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE
 
 
 def reach_matrix(model: mujoco.MjModel, arm: ArmBinding, qpos: np.ndarray) -> np.ndarray:
-    """rho, shape (ngeom, J): per geom of the model and joint of the arm (in the arm's joint
-    order), the bound above; 0 where the joint does not move the geom.
+    """rho, shape (ngeom, J + G): per geom of the model and joint of the arm (in the arm's
+    joint order, then its G gripper joints), the bound above; 0 where the joint does not move
+    the geom.
 
     Args:
         model: the model (only read).
@@ -43,22 +47,24 @@ def reach_matrix(model: mujoco.MjModel, arm: ArmBinding, qpos: np.ndarray) -> np
     data = mujoco.MjData(model)
     data.qpos[:] = qpos
     mujoco.mj_kinematics(model, data)
-    col = {int(j): k for k, j in enumerate(arm.joint_ids)}
-    travel = np.zeros(len(arm.joint_ids))   # how far a slide can take its children (m)
-    for k, j in enumerate(arm.joint_ids):
+    ids = [*arm.joint_ids, *arm.gripper.joint_ids]
+    names = [*arm.joint_names, *arm.gripper.joint_names]
+    col = {int(j): k for k, j in enumerate(ids)}
+    travel = np.zeros(len(ids))   # how far a slide can take its children (m)
+    for k, j in enumerate(ids):
         jtype = model.jnt_type[j]
         if jtype == _SLIDE:
             if not model.jnt_limited[j]:
-                raise ConfigError(f"arm {arm.name!r}: slide joint {arm.joint_names[k]!r} has no "
+                raise ConfigError(f"arm {arm.name!r}: slide joint {names[k]!r} has no "
                                   "range; the between-state certificate needs one to bound its travel")
             lo, hi = model.jnt_range[j]
             q = qpos[model.jnt_qposadr[j]]
             travel[k] = max(abs(hi - q), abs(q - lo))
         elif jtype != _HINGE:
-            raise ConfigError(f"arm {arm.name!r}: joint {arm.joint_names[k]!r} is a "
+            raise ConfigError(f"arm {arm.name!r}: joint {names[k]!r} is a "
                               f"{mujoco.mjtJoint(jtype).name}; the replay checker supports hinge "
                               "and slide joints")
-    rho = np.zeros((model.ngeom, len(arm.joint_ids)))
+    rho = np.zeros((model.ngeom, len(ids)))
     for g in range(model.ngeom):
         path = _arm_joints_above(model, int(model.geom_bodyid[g]), col)  # nearest first
         if not path:

@@ -46,6 +46,7 @@ class FoundArm:
         joints: its arm joints, base outward (model names).
         driver_names: the joints' names without the prefix they share (same order).
         gripper_joints: actuated joints of its gripper (model names).
+        gripper_driver_names: the gripper joints' names without that prefix (same order).
         ready: the ready pose of ``joints`` (rad or m), (J,).
         gripper_ready: the ready pose of ``gripper_joints``.
         lower, upper: the joints' ranges (rad or m; +-inf unlimited), (J,).
@@ -56,6 +57,7 @@ class FoundArm:
     joints: tuple[str, ...]
     driver_names: tuple[str, ...]
     gripper_joints: tuple[str, ...]
+    gripper_driver_names: tuple[str, ...]
     ready: tuple[float, ...]
     gripper_ready: tuple[float, ...]
     lower: tuple[float, ...]
@@ -109,11 +111,12 @@ def find_robot(path: str | os.PathLike) -> FoundRobot:
         prefix = os.path.commonprefix(arm_names + grip_names)
         prefix = prefix if all(len(n) > len(prefix) for n in arm_names) else ""
         drivers = tuple(n[len(prefix):] for n in arm_names)
+        grip_drivers = tuple(n[len(prefix):] or n for n in grip_names)
         limited = model.jnt_limited[arm].astype(bool)
         lower = np.where(limited, model.jnt_range[arm, 0], -np.inf)
         upper = np.where(limited, model.jnt_range[arm, 1], np.inf)
         arms.append(FoundArm(arm_name, _name(model, mujoco.mjtObj.mjOBJ_BODY, root),
-                             tuple(arm_names), drivers, tuple(grip_names),
+                             tuple(arm_names), drivers, tuple(grip_names), grip_drivers,
                              tuple(float(qpos[model.jnt_qposadr[j]]) for j in arm),
                              tuple(float(qpos[model.jnt_qposadr[j]]) for j in gripper),
                              tuple(map(float, lower)), tuple(map(float, upper))))

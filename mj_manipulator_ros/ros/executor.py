@@ -85,9 +85,10 @@ class MultiArmExecutor:
         node_factory: makes a node from a name; default: nodes in ``context`` (or in a context
             this executor creates and owns) with ``use_sim_time`` from the config.
         context: an initialised rclpy context to create nodes in (ignored with node_factory).
-        preflight: optional ``(plan, held) -> None`` check run after validation, raising to
-            refuse; ``held`` maps each configured arm the plan leaves out to its measured
-            position (J,) (it stands still there while the plan runs).
+        preflight: optional ``(plan, held, grippers) -> None`` check run after validation,
+            raising to refuse; ``held`` maps each configured arm the plan leaves out to its
+            measured position (J,) (it stands still there while the plan runs), ``grippers``
+            each arm's gripper joint to where it is measured (``arms[].gripper_joints``).
             The executor never builds one: program entry points pass
             ``mj_manipulator_ros.check.preflight.preflight_for(config)`` (synchronized replay
             through the config's MuJoCo scene when ``execution.preflight_check`` is set).
@@ -196,8 +197,9 @@ class MultiArmExecutor:
         if self._preflight is not None:
             others = [a for a in self.config.arm_names if a not in plan.arm_names]
             held = self.start_check.measured(others) if others else {}
+            grippers = self.start_check.grippers(self.config.arm_names)
             with self._preflight_lock:
-                self._preflight(plan, held)
+                self._preflight(plan, held, grippers)
 
     def check_start(self, plan: MultiArmPlan, stop: Callable[[], bool] = lambda: False) -> None:
         """The checks made before stamping, on what the arms report (nothing is sent): every

@@ -50,36 +50,54 @@ class StartCheck:
             StartStateError: no joint state within ``server_wait_s``, a stale one, or a
                 non-finite position.
         """
-        s = self.config.execution
-        out = {}
+        return {arm: self._read(arm, self.config.arm(arm).joint_names, stop) for arm in arms}
+
+    def grippers(self, arms: Sequence[str], stop: Callable[[], bool] = lambda: False
+                 ) -> dict[str, float]:
+        """Where the arms' gripper joints stand (joint -> rad or m), fresh and finite: the
+        pre-flight check stands them there.
+
+        Raises:
+            StartStateError: as :meth:`measured`, naming the gripper joint.
+        """
+        out: dict[str, float] = {}
         for arm in arms:
-            cfg = self.config.arm(arm)
-            readings = self.monitor.wait_for(cfg.joint_names, s.server_wait_s, stop)
-            if readings is None:
-                if stop():
-                    raise StartStateError("stopped while waiting for joint states", arm=arm)
-                raise StartStateError(
-                    f"no joint state for every joint of the arm on {cfg.joint_states_topic} "
-                    f"within {s.server_wait_s} s; expected {list(cfg.joint_names)}", arm=arm)
-            now = self.monitor.now()
-            stale = {j: now - r.received for j, r in readings.items()
-                     if now - r.received > s.joint_state_max_age_s}
-            if stale:
-                j, age = max(stale.items(), key=lambda x: x[1])
-                raise StartStateError(
-                    f"the latest joint state is {age:.3f} s old, more than "
-                    f"joint_state_max_age_s = {s.joint_state_max_age_s} s", arm=arm, joint=j,
-                    value=age)
-            q = positions(readings, cfg.joint_names)
-            bad = np.flatnonzero(~np.isfinite(q))
-            if bad.size:  # NaN compares false against every tolerance: refuse it by name
-                k = int(bad[0])
-                raise StartStateError(
-                    f"the latest joint state reports position {q[k]} on "
-                    f"{cfg.joint_states_topic}; expected a finite number", arm=arm,
-                    joint=cfg.joint_names[k], value=float(q[k]))
-            out[arm] = q
+            joints = self.config.arm(arm).gripper_joints
+            if joints:
+                out.update(zip(joints, (float(x) for x in self._read(arm, joints, stop))))
         return out
+
+    def _read(self, arm: str, joints: Sequence[str], stop: Callable[[], bool]) -> np.ndarray:
+        """The arm's ``joints`` as measured, shape (len(joints),), fresh and finite."""
+        s = self.config.execution
+        cfg = self.config.arm(arm)
+        readings = self.monitor.wait_for(joints, s.server_wait_s, stop)
+        if readings is None:
+            if stop():
+                raise StartStateError("stopped while waiting for joint states", arm=arm)
+            missing = [j for j in joints if j not in self.monitor.received(joints)]
+            raise StartStateError(
+                f"no joint state for every joint of the arm on {cfg.joint_states_topic} "
+                f"within {s.server_wait_s} s; expected {list(joints)}, none for {missing}",
+                arm=arm, joint=missing[0] if missing else None)
+        now = self.monitor.now()
+        stale = {j: now - r.received for j, r in readings.items()
+                 if now - r.received > s.joint_state_max_age_s}
+        if stale:
+            j, age = max(stale.items(), key=lambda x: x[1])
+            raise StartStateError(
+                f"the latest joint state is {age:.3f} s old, more than "
+                f"joint_state_max_age_s = {s.joint_state_max_age_s} s", arm=arm, joint=j,
+                value=age)
+        q = positions(readings, joints)
+        bad = np.flatnonzero(~np.isfinite(q))
+        if bad.size:  # NaN compares false against every tolerance: refuse it by name
+            k = int(bad[0])
+            raise StartStateError(
+                f"the latest joint state reports position {q[k]} on "
+                f"{cfg.joint_states_topic}; expected a finite number", arm=arm,
+                joint=joints[k], value=float(q[k]))
+        return q
 
     def check_state(self, plan: MultiArmPlan, stop: Callable[[], bool] = lambda: False,
                     measured: dict | None = None) -> dict[str, np.ndarray]:

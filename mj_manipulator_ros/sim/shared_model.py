@@ -48,11 +48,21 @@ from mj_manipulator_ros.sim.trajectory_follower import KERNEL as FOLLOW_KERNEL
 
 @dataclass(frozen=True)
 class ArmState:
-    """Positions (rad/m), velocities (/s), efforts (N m / N) of one arm's joints, shape (J,)."""
+    """Positions (rad/m), velocities (/s), efforts (N m / N) of one arm's joints, shape (J,),
+    then of its gripper joints (``gripper_joints``; shape (G,), as physics has them: the
+    miswiring faults act on the arm's joints)."""
 
     positions: np.ndarray
     velocities: np.ndarray
     efforts: np.ndarray
+    gripper: tuple[np.ndarray, np.ndarray, np.ndarray] = ()
+
+    def with_gripper(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Positions, velocities and efforts of the arm's joints then its gripper's, (J + G,)."""
+        arm = (self.positions, self.velocities, self.efforts)
+        if not self.gripper:
+            return arm
+        return tuple(np.concatenate([a, g]) for a, g in zip(arm, self.gripper))
 
 
 @dataclass(frozen=True)
@@ -233,7 +243,11 @@ class SharedModel:
         for name, a, wiring in self._views:
             q, qd, e = d.qpos[a.qpos_adr].copy(), d.qvel[a.dof_adr].copy(), \
                 d.qfrc_actuator[a.dof_adr].copy()
-            arms[name] = ArmState(*(wiring.report(q, qd, e) if wiring is not None else (q, qd, e)))
+            g = a.gripper
+            gripper = (d.qpos[g.qpos_adr].copy(), d.qvel[g.dof_adr].copy(),
+                       d.qfrc_actuator[g.dof_adr].copy()) if g.joint_names else ()
+            arms[name] = ArmState(*(wiring.report(q, qd, e) if wiring is not None else (q, qd, e)),
+                                  gripper)
         return Snapshot(float(d.time), self._clock(float(d.time)), arms)
 
     def read(self, fn: Callable[[mujoco.MjModel, mujoco.MjData], object]) -> object:

@@ -118,7 +118,8 @@ class SimNode:
         #: names there (the driver's: ``arms[].driver_joint_names``), in the arm's order
         self._arm_topic = {a.name: config.sim.arm(a.name).joint_states_topic
                            or a.joint_states_topic for a in config.executor.arms}
-        self._wire = {a.name: list(a.wire_names) for a in config.executor.arms}
+        self._wire = {a.name: [*a.wire_names, *a.gripper_wire_names]   # its gripper's after
+                      for a in config.executor.arms}
         self._joint_pubs = {t: self.node.create_publisher(JointState, t, 10)
                             for t in sorted({self._arm_topic[n] for n in self.arms})}
         self._clock_pub = self.node.create_publisher(Clock, "/clock", 10) if use_sim else None
@@ -190,10 +191,10 @@ class SimNode:
             msg = JointState()
             msg.header.stamp = stamp_msg(snap.controller_time + offset)
             msg.name = [j for n in names for j in self._wire[n]]
-            arms = [snap.arms[n] for n in names]
-            msg.position = [float(x) for a in arms for x in a.positions]
-            msg.velocity = [float(x) for a in arms for x in a.velocities]
-            msg.effort = [float(x) for a in arms for x in a.efforts]
+            rows = [snap.arms[n].with_gripper() for n in names]
+            msg.position = [float(x) for r in rows for x in r[0]]
+            msg.velocity = [float(x) for r in rows for x in r[1]]
+            msg.effort = [float(x) for r in rows for x in r[2]]
             self._joint_pubs[topic].publish(msg)
 
     def _dropping(self, arm: str, faults, snap: Snapshot) -> bool:
