@@ -201,3 +201,40 @@ def test_two_fingers_touching_each_other_are_the_grippers_own_contact(tmp_path) 
         assert frozenset((finger, "obstacle")) not in reasons
     report = checker.check(swing_through_the_box(), grippers={"f": 0.0, "g": 0.0})
     assert report.collision_free, report.summary()   # the fingers touch (0 mm): not counted
+
+
+def test_check_plan_stands_a_left_out_arm_still_as_the_pre_flight_does(tmp_path) -> None:
+    """A plan over one of two arms: check-plan replays it with the other arm standing at the
+    reference pose and says so (regression: it refused the plan, "no poses for arm(s)", while
+    the pre-flight holds a left-out arm where it is measured); a finger given on the command
+    line is checked where it says."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from mj_manipulator_ros.core.plan_io import save_plan
+
+    path = tmp_path / "robot.xml"
+    path.write_text(ROBOT_XML)
+    second = ROBOT_XML.replace('name="', 'name="b_').replace('joint="', 'joint="b_')
+    (tmp_path / "second.xml").write_text(second)
+    cfg = tmp_path / "two.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "arms": [{"name": "arm", "joint_names": ["j1", "j2"], "gripper_joints": ["f"]},
+                 {"name": "other", "joint_names": ["b_j1", "b_j2"]}],
+        "scene": {"models": [{"file": str(path)},
+                             {"file": str(tmp_path / "second.xml"), "pos": [0, 2.0, 0]}],
+                  "floor": False}}))
+    plan = tmp_path / "plan.yaml"
+    save_plan(swing_through_the_box(), plan)
+    cli = [sys.executable, "-m", "mj_manipulator_ros.cli", "check-plan", str(plan),
+           "--config", str(cfg)]
+    done = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "arm 'other' is not in the plan: it stands still at the reference pose" in done.stderr
+    assert "gripper joints held at: f 0.0000" in done.stdout, done.stdout
+    done = subprocess.run([*cli, "--gripper", "f=0.1"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "obstacle x arm/finger" in done.stdout, done.stdout
