@@ -192,6 +192,8 @@ class ArmRun:
     _handle: object = None           # the accepted goal's handle, once known
     _result_future: object = None
     _retime: Optional[tuple] = None  # (trajectory, stamp, kind) to replace the running goal with
+    #: written by any thread, taken by the arm's: a request is never lost between the two
+    _retime_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     retimes: int = 0                 # goals replaced by a speed change
     #: what the running goal is: "plan", or a replacement's kind ("speed", "stop", "pause",
     #: "resume"); a "stop" goal that succeeds leaves the arm STOPPED, a "pause" goal that
@@ -214,7 +216,8 @@ class ArmRun:
         """Replace the running goal by ``trajectory`` from ``stamp`` (a speed change, a
         controlled stop, a pause or a resume: ``kind``). Any thread: the arm's own thread sends
         it, at its next wake-up."""
-        self._retime = (trajectory, stamp, kind)
+        with self._retime_lock:
+            self._retime = (trajectory, stamp, kind)
         self.channel.wake()
 
     def request_end(self) -> None:
@@ -418,8 +421,9 @@ class ArmRun:
         """Send the retimed goal (it preempts the running one at the controller); switch to it.
         Returns (its result future, its stamp in s), or None after failing the scope."""
         ch, s = self.channel, self.settings
-        trajectory, stamp, kind = self._retime
-        self._retime = None
+        with self._retime_lock:   # one step: a request made meanwhile stays for the next turn
+            trajectory, stamp, kind = self._retime
+            self._retime = None
         goal = self._goal(trajectory, stamp)
         self.sent.append((self.now(), goal))
         send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
