@@ -23,7 +23,7 @@ class GateThatWaits:
     def __init__(self) -> None:
         self.entered, self.release = threading.Event(), threading.Event()
 
-    def __call__(self, plan, held=None):
+    def __call__(self, plan, held=None, grippers=None):
         self.entered.set()
         assert self.release.wait(30.0), "the test never released the gate"
 
