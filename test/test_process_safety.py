@@ -261,6 +261,8 @@ def test_ctrl_c_in_the_first_seconds_of_execute_ends_canceled_with_nothing_sent(
             assert report["status"] == "canceled", report
             assert {r["status"] for r in report["arms"].values()} == {"not_sent"}, report
             assert set(report["arms"]) == {"left", "right"}, report
+        else:   # the arms moved and were canceled away from the plan's start: a later,
+            break   # later-interrupted run would be refused there (start state), not signalled
     assert any(s == "canceled" for _, s in outcomes), outcomes
 
 
