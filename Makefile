@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # (at most 4: test/conftest.py gives each worker of a session its own DDS domain from a block of 4)
 WORKERS ?= $(shell n=$$(( $$(nproc) + 1 )); echo $$(( n > 4 ? 4 : n )))
 
-.PHONY: setup test demo bench rehearse-twin rehearse-faults clean
+.PHONY: setup test demo bench rehearse rehearse-twin rehearse-faults clean
 
 # Fast when nothing changed: tools/setup_env.sh compares a fingerprint of its inputs.
 setup:
@@ -24,6 +24,11 @@ demo: setup
 
 bench: setup
 	$(PY) bench/run_all.py
+
+# the staged bring-up, stages 0-6, as hil/stages.yaml ships it, rehearsed against the simulated
+# OpenArm pair (about 4 min; make test runs it with fewer repetitions of stages 1 and 2)
+rehearse: setup
+	$(VENV)/bin/mj-manipulator-ros hil --config config/sim_openarm.yaml --sim --yes --through 6 --results hil/results
 
 # the staged bring-up, stages 0-6, rehearsed against the actuator-twin co-simulation (5-10 min)
 rehearse-twin: setup
