@@ -205,6 +205,8 @@ def _pause_on_ctrl_z(made: list, pending: list):
     import signal
     import threading
 
+    from mj_manipulator_ros.core.motion_phase import MotionPhase
+
     if not hasattr(signal, "SIGTSTP") or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -218,7 +220,7 @@ def _pause_on_ctrl_z(made: list, pending: list):
                 print(f"mj-manipulator-ros execute: {said}", file=sys.stderr, flush=True)
                 return
             executor = made[0]
-            if executor.speed.state == "paused" or executor.held_before_start:
+            if executor.speed.state is MotionPhase.PAUSED or executor.held_before_start:
                 executor.resume()
                 print("mj-manipulator-ros execute: resumed", file=sys.stderr, flush=True)
             elif not resume_only and (executor.pause("paused (Ctrl-Z)")

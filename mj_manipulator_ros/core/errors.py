@@ -143,3 +143,9 @@ class JointStateHistoryError(MjManipulatorError, LookupError):
     """Joint states were asked for over a window that reaches back past the rows the HIL
     buffer dropped (kept ``joint_states_keep_s`` after their arrival): the window would be
     missing its beginning."""
+
+
+class IllegalTransitionError(MjManipulatorError, RuntimeError):
+    """A state machine was asked for a transition its table does not have (a bug in the
+    caller, never ignored). The message names the machine, both states, the cause given and
+    the transitions the current state has."""

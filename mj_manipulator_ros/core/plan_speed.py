@@ -31,6 +31,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.motion_phase import MotionPhase, transition
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import StopRecord
 from mj_manipulator_ros.core.sync import StartStamp
@@ -65,7 +66,7 @@ class PlanSpeed:
         self._stamp: Optional[float] = None       # the latest stamp sent (start or change)
         self._deferred: Optional[float] = None
         self._factor = 1.0                        # the speed asked for (resume returns to it)
-        self.state = "idle"                       # idle, running, stopping, paused
+        self._phase = MotionPhase.IDLE            # core/motion_phase.py: its transitions
         self.stops: list[StopRecord] = []
         self._paused_at: Optional[float] = None   # monotonic
         self._paused_total = 0.0
@@ -73,6 +74,15 @@ class PlanSpeed:
         #: called with the request time (controllers' clock, s) of each controlled stop, as it
         #: is asked for (before its ramp is computed)
         self.on_stop: Callable[[float], None] = lambda at: None
+
+    @property
+    def state(self) -> MotionPhase:
+        """The motion's phase (``core/motion_phase.py``)."""
+        return self._phase
+
+    def _enter(self, phase: MotionPhase, cause: str) -> None:
+        """Move to ``phase`` by the table (the lock held); an illegal one raises."""
+        self._phase = transition(self._phase, phase, cause)
 
     # ---- the executor's bookkeeping -----------------------------------------------------------
     def begin(self, plan: MultiArmPlan, runs, clock, scope, stamp_s: float) -> None:
@@ -82,13 +92,15 @@ class PlanSpeed:
             self._bounds = bounds
             self._goals = {a: RunningGoal(plan[a], stamp_s) for a in plan.arm_names}
             self._stamp, self._deferred, self._factor = stamp_s, None, 1.0
-            self.state, self.stops = "running", []
+            self._enter(MotionPhase.RUNNING, "the start stamp")
+            self.stops = []
             self._paused_at, self._paused_total, self.ramp_total_s = None, 0.0, 0.0
 
     def end(self) -> None:
         with self._lock:
             self._running = None
-            self.state = "idle"
+            if self._phase is not MotionPhase.IDLE:   # (never begun: nothing to end)
+                self._enter(MotionPhase.IDLE, "execution ended")
             if self._paused_at is not None:
                 self._paused_total += time.monotonic() - self._paused_at
                 self._paused_at = None
@@ -112,9 +124,9 @@ class PlanSpeed:
         """Ramp to ``factor`` (already checked by the caller) from a new stamp; while paused,
         resume at it. False when nothing runs or the plan ends first."""
         with self._lock:
-            if self._running is None or self.state == "stopping":
+            if self._running is None or self._phase is MotionPhase.STOPPING:
                 return False
-            if self.state == "paused":
+            if self._phase is MotionPhase.PAUSED:
                 return self.resume(factor)
             if self._stamp is not None and self._now() < self._stamp:
                 self._deferred = factor      # applied at the tick after that stamp
@@ -126,7 +138,7 @@ class PlanSpeed:
         """A speed change kept while the previous change was in flight, once it has started."""
         with self._lock:
             factor = self._deferred
-            if factor is None or self._running is None or self.state != "running" or \
+            if factor is None or self._running is None or self._phase is not MotionPhase.RUNNING or \
                     self._stamp is None or self._now() < self._stamp:
                 return
             self._deferred = None
@@ -142,10 +154,10 @@ class PlanSpeed:
             RampLimitError: no stop within the limits from here (the caller cancels instead).
         """
         with self._lock:
-            if self._running is None or self.state == "stopping":
+            if self._running is None or self._phase is MotionPhase.STOPPING:
                 return False
-            if self.state == "paused":
-                self.state = "stopping"
+            if self._phase is MotionPhase.PAUSED:
+                self._enter(MotionPhase.STOPPING, f"stop while paused ({reason})")
                 for run in self._running[1].values():
                     run.request_end()
                 return True
@@ -159,7 +171,7 @@ class PlanSpeed:
             RampLimitError: no stop within the limits from here.
         """
         with self._lock:
-            if self._running is None or self.state != "running":
+            if self._running is None or self._phase is not MotionPhase.RUNNING:
                 return False
             return self._ramp_to_rest("pause", reason)
 
@@ -173,7 +185,7 @@ class PlanSpeed:
             RampLimitError: no ramp within the limits.
         """
         with self._lock:
-            if self._running is None or self.state != "paused":
+            if self._running is None or self._phase is not MotionPhase.PAUSED:
                 return False
             plan, runs, clock, _scope = self._running
             if all(r.paused for r in runs.values()):   # at rest: re-check what can have changed
@@ -183,7 +195,7 @@ class PlanSpeed:
             _now_ns, stamp, _s0, ramp = self._prepare(f)
             self._send(ramp, stamp, "resume")
             self._factor = f
-            self.state = "running"
+            self._enter(MotionPhase.RUNNING, "resume")
             if self._paused_at is not None:
                 self._paused_total += time.monotonic() - self._paused_at
                 self._paused_at = None
@@ -217,8 +229,9 @@ class PlanSpeed:
             ramp.duration, stamp.seconds + ramp.duration - requested,
             {a: v for a, v in travel.items() if a not in held}, ramp.binding,
             ramp.reaches_end, time.monotonic() - started, tuple(held)))
-        self.state = "paused" if kind == "pause" and not ramp.reaches_end else "stopping"
-        if self.state == "paused":
+        paused = kind == "pause" and not ramp.reaches_end
+        self._enter(MotionPhase.PAUSED if paused else MotionPhase.STOPPING, f"{kind} ({reason})")
+        if paused:
             self._paused_at = time.monotonic()
         return True
 

@@ -245,7 +245,7 @@ class CombinedTrajectoryServer:
             done = act()
             response.success = bool(done)
             response.message = (f"{what}: done" if done else
-                                f"{what}: nothing to {what} (state {self.executor.speed.state})")
+                                f"{what}: nothing to {what} (motion {self.executor.speed.state.value})")
             if done and what == "pause" and self.executor.held_before_start:
                 response.message += (" (before the start: no goal is sent until ~/resume; the "
                                      "start checks run again then)")

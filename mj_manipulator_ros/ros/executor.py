@@ -28,6 +28,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from mj_manipulator_ros.core.config import ExecutionSettings, ExecutorConfig
+from mj_manipulator_ros.core.motion_phase import MotionPhase
 from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.errors import (
     ExecutionRefusedError, MjManipulatorError, RampLimitError, StartStateError)
@@ -142,7 +143,6 @@ class MultiArmExecutor:
         self._stuck: set[str] = set()              # arms whose thread outlived its join
         self._closed = False
         self._watch: ExecutionWatch | None = None  # the running execution's watch
-        self._running: tuple | None = None          # (plan, runs, plan clock, scope) while it runs
         self._last_fresh_tick: float | None = None  # monotonic time of the last freshness check
         self._controlled_failure: Failure | None = None  # a failure stopped along the plan
         #: the running execution's speed: set_speed, stop, pause, resume (core/plan_speed.py)
@@ -304,7 +304,7 @@ class MultiArmExecutor:
         until :meth:`resume` (any thread; e.g. Ctrl-Z before ``execute`` was called). Returns
         False while an execution is running (use :meth:`pause`) or one is held already."""
         with self._hold_lock:
-            if self._held is not None or self.speed.state != "idle":
+            if self._held is not None or self.speed.state is not MotionPhase.IDLE:
                 return False
             self._held = reason
             return True
@@ -441,8 +441,6 @@ class MultiArmExecutor:
             self.speed.end()
             self.monitor.listener = None
             self._watch = None
-            with self._scope_lock:
-                self._running = None
             self.current_stamp = None
         reports = {a: r.report() for a, r in runs.items()}
         if stamp is not None:
@@ -518,7 +516,7 @@ class MultiArmExecutor:
                 return True
             with self._scope_lock:
                 in_progress = bool(self._scopes)
-            if in_progress and self._held is None and self.speed.state == "idle":
+            if in_progress and self._held is None and self.speed.state is MotionPhase.IDLE:
                 self._held = reason   # not running yet: nothing is sent until resumed
                 return True
             return False
@@ -564,8 +562,6 @@ class MultiArmExecutor:
                     scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
                                        f"{held} (controlled stop impossible: {exc}; canceled "
                                        "instead)"))
-        with self._scope_lock:
-            self._running = (plan, runs, watch.clock, scope)
 
         meter = self._meter
 
