@@ -27,9 +27,12 @@ def only_run(root: Path) -> Path:
     return run
 
 
-def faulted_config(tmp_path: Path, faults: dict) -> Path:
+def faulted_config(tmp_path: Path, faults: dict, stages: dict | None = None) -> Path:
+    """The simulated OpenArm with ``faults`` (and ``hil.stages`` settings, when given)."""
     data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
     data["sim"]["faults"] = faults
+    if stages:
+        data["hil"] = {"stages": stages}
     path = tmp_path / "faulted.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -92,7 +95,9 @@ def test_sim_rehearsal_passes_stages_0_through_6(tmp_path) -> None:
 @pytest.mark.slow
 def test_arm_ignoring_cancel_fails_stage_3(tmp_path) -> None:
     said = []
-    cfg = faulted_config(tmp_path, {"left": {"ignore_cancel": True}})
+    # the cancel at 30 % of the motion only (the fault shows at the first; the suite's time)
+    cfg = faulted_config(tmp_path, {"left": {"ignore_cancel": True}},
+                         {"stop_latency": {"params": {"fractions": [0.3]}}})
     code = run_hil(str(cfg), sim=True, yes=True, stage=3, force=True,
                    reason="rehearsing a controller that ignores cancels",
                    results=str(tmp_path / "r"), say=said.append)
