@@ -169,6 +169,9 @@ class PlanReplayChecker:
                      for name, arm in self.arms.items()}
         #: the pose of everything but the arm joints in the check running (gripper joints set)
         self._base = self.base_qpos
+        #: gripper joint -> (arm, index in its GripperBinding), made once
+        self._gripper_where = {joint: (name, k) for name, arm in self.arms.items()
+                               for k, joint in enumerate(arm.gripper.joint_names)}
 
     def _narrow(self, mm: mujoco.MjModel, arm_arm_only: bool) -> str:
         """Let MuJoCo test only the pairs the check counts, so that skipped pairs cost nothing:
@@ -343,10 +346,7 @@ class PlanReplayChecker:
     def _gripper_pose(self, grippers: Mapping[str, float]) -> tuple[np.ndarray, dict]:
         """The base pose with the gripper joints where ``grippers`` has them, and where every
         gripper joint stands in it (joint -> value)."""
-        where = {}   # joint -> (arm, k)
-        for name, arm in self.arms.items():
-            for k, joint in enumerate(arm.gripper.joint_names):
-                where[joint] = (name, k)
+        where = self._gripper_where
         unknown = sorted(set(grippers) - set(where))
         if unknown:
             raise ValueError(f"gripper position(s) given for {unknown}: not a gripper joint of "
