@@ -282,11 +282,7 @@ def _arm(data: Any, path: str) -> ArmConfig:
             raise ConfigError(f"{path}.driver_joint_names: expected one name per joint of "
                               f"joint_names ({len(arm.joint_names)}: {list(arm.joint_names)}), "
                               f"got {len(drivers)}: {list(drivers)}")
-        if len(set(drivers)) != len(drivers):
-            dup = sorted({j for j in drivers if drivers.count(j) > 1})
-            raise ConfigError(f"{path}.driver_joint_names: duplicate name(s) {dup}")
-        if any(not j for j in drivers):
-            raise ConfigError(f"{path}.driver_joint_names: an empty name in {list(drivers)}")
+        _check_names(drivers, f"{path}.driver_joint_names")
     _check_names(arm.gripper_joints, f"{path}.gripper_joints")
     both = sorted(set(arm.gripper_joints) & set(arm.joint_names))
     if both:
