@@ -85,25 +85,45 @@ def test_the_simulator_process_freezes_its_start_up(tmp_path) -> None:
     assert out.returncode == 0, out.stderr
 
 
-def test_each_bring_up_stage_starts_with_the_heap_frozen(tmp_path) -> None:
+def test_each_bring_up_stage_starts_with_the_heap_frozen_and_hands_it_back(tmp_path) -> None:
     """The rehearsal runs the simulator, the executor and the measurements in one process
     (hil --sim): whatever that process holds when a stage starts is out of the collector's
     scans for the stage. Measured in a process holding 300,000 tracked objects (as a pytest
     worker does after a few hundred tests; there its full collections took 100-290 ms and a
-    healthy arm's goal was taken 180 ms after the start stamp): after stages 0-1 on the tiny
-    pair, every one of them is frozen."""
+    healthy arm's goal was taken 180 ms after the start stamp): at the start of each of stages
+    1 (tiny pair), every one of them is frozen. When ``run_hil`` returns, nothing stays frozen
+    and its session is collected: a process that lives on (a pytest worker running bring-ups in
+    process) must not keep each run's simulator and buffers forever (before the fix the
+    workers grew to 5-6 GB)."""
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(tiny_mapping(tmp_path)))
-    code = ("import gc\n"
+    code = ("import gc, weakref\n"
+            "import mj_manipulator_ros.core.heap as heap\n"
+            "import mj_manipulator_ros.hil.session as hs\n"
             "from mj_manipulator_ros.hil.runner import run_hil\n"
+            "seen, sessions = [], []\n"
+            "real_freeze, real_init = heap.freeze_startup, hs.HilSession.__init__\n"
+            "def probe():\n"
+            "    seen.append(real_freeze())\n"
+            "    return seen[-1]\n"
+            "def init(self, *a, **k):\n"
+            "    real_init(self, *a, **k)\n"
+            "    sessions.append(weakref.ref(self))\n"
+            "heap.freeze_startup, hs.HilSession.__init__ = probe, init\n"
             "ballast = [[k] for k in range(300000)]\n"
             f"code = run_hil({str(path)!r}, sim=True, through=1, yes=True, "
             f"results={str(tmp_path / 'r')!r}, say=lambda s: None)\n"
-            "print('CODE', code, 'FROZEN', gc.get_freeze_count(), flush=True)\n")
+            "gc.collect()\n"
+            "print('CODE', code, 'DURING', min(seen, default=0), 'AFTER', gc.get_freeze_count(),"
+            " 'SESSIONS', len(sessions), 'ALIVE', sum(r() is not None for r in sessions),"
+            " flush=True)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("CODE")), None)
     assert line is not None, f"{out.stdout}\n{out.stderr}"
-    _, code, _, frozen = line.split()
-    assert code == "0", line
-    assert int(frozen) >= 300000, f"the stages ran with the ballast unfrozen: {line}"
+    values = dict(zip(line.split()[::2], line.split()[1::2]))
+    assert values["CODE"] == "0", line
+    assert int(values["DURING"]) >= 300000, f"a stage ran with the ballast unfrozen: {line}"
+    assert values["SESSIONS"] == "1", line
+    assert values["AFTER"] == "0", f"run_hil returned with the heap still frozen: {line}"
+    assert values["ALIVE"] == "0", f"the finished run's session is never collected: {line}"

@@ -50,7 +50,7 @@ from mj_manipulator_ros.resources import config_file, share_dir
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.conversion import trajectory_msg
 from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
-from mj_manipulator_ros.core.heap import freeze_startup
+from mj_manipulator_ros.core.heap import FrozenHeap
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 from mj_manipulator_ros.sim.sim_config import sim_config
@@ -120,7 +120,10 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
         client_exec = SingleThreadedExecutor(context=ros.context)
         client_exec.add_node(client_node)
         viewer = _open_viewer(sim) if view else None
-        freeze_startup()   # core/heap.py: the simulator shares this process with the executor
+        # core/heap.py: the simulator shares this process with the executor (handed back on
+        # return: the caller's process may live on)
+        heap = FrozenHeap()
+        heap.freeze()
         try:
             with BackgroundSpinner(server_exec, "mjmr-demo-execution"):
                 if not client.wait_for_server(timeout_sec=20.0):
@@ -153,6 +156,7 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
             executor.close()
             node.destroy_node()
             sim.close()
+            heap.release()
     report = server.last_report
     arms = {}
     for name, arm_server in sim.arms.items():

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from mj_manipulator_ros.core.errors import MjManipulatorError
-from mj_manipulator_ros.core.heap import freeze_startup
+from mj_manipulator_ros.core.heap import FrozenHeap
 from mj_manipulator_ros.hil import runners
 from mj_manipulator_ros.hil.records import GateState, RunRecord, fingerprint
 from mj_manipulator_ros.hil.setup_thresholds import with_setup
@@ -81,6 +81,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
         record.event("forced", stage=first, reason=reason, last_passed=last)
     say(f"hil: {target}, setup {fp}, stages {todo}; records in {record.dir}")
     session = None
+    heap = FrozenHeap()   # released when this returns: the caller's process may live on
     ran: list[tuple[int, str, str]] = []
     code = EXIT_OK
     previous = signal.getsignal(signal.SIGINT)
@@ -127,7 +128,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                 # process: what is alive now (models, checkers, records, the earlier stages'
                 # results) is kept out of every full collection the stage would pause for
                 # (core/heap.py; 100-290 ms pauses were late acceptances of a healthy arm)
-                freeze_startup()
+                heap.freeze()
                 results_ = runners.RUNNERS[st.runner_name](session, st, protocol)
             for r in results_:
                 record.check(r)
@@ -187,6 +188,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
         if session is not None:
             timeline = session.last_synchronized_run or session.last_run
             session.close()
+        heap.release()   # what this run left in reference cycles is collectable again
         record.close(ran, timeline, {a.name: a.joint_names for a in config.arms},
                      bags=[] if session is None else session.bags)
     say(f"hil: {'all stages passed' if code == EXIT_OK else 'stopped'}; summary: {record.dir / 'summary.md'}")
