@@ -20,6 +20,11 @@ from mj_manipulator_ros.check.report import ReplayReport
 
 HIGHLIGHT = np.array([1.0, 0.1, 0.1, 1.0])
 
+#: MuJoCo's rendering flags turned off for these pictures (``mjtRndFlag`` names): a picture is
+#: read for where the robot stands, which shadows and reflections do not tell; off, a 960 x 720
+#: picture of the OpenArm pair renders in 0.13 s instead of 0.39 s on software Mesa (2 cores)
+PLAIN_RENDERING_FLAGS = ("mjRND_SHADOW", "mjRND_REFLECTION")
+
 
 class _Painter:
     """One offscreen renderer of a checker's scene, on its own copy of the model and its own
@@ -65,6 +70,8 @@ class _Painter:
         camera = mujoco.MjvCamera()
         frame(model, data, bodies, bases, self.width / self.height).apply(camera)
         self.renderer.update_scene(data, camera=camera, scene_option=option)
+        for flag in PLAIN_RENDERING_FLAGS:
+            self.renderer.scene.flags[getattr(mujoco.mjtRndFlag, flag)] = 0
         return self.renderer.render()
 
 
