@@ -46,6 +46,53 @@ def test_the_clock_maps_physics_to_real_time_and_measures_the_lag() -> None:
     assert sim(7.25) == 7.25    # on sim time physics is the clock
 
 
+def test_a_change_of_pace_keeps_the_clock_continuous() -> None:
+    """``SimClock.set_rate``: the reading where the pace changes is the one it had, the lag
+    with it; after it, physics advances at the new pace."""
+    wall = FakeWall()
+    clock = SimClock(2.0, use_sim_time=False, wall=wall)
+    clock.anchor(10.0)
+    wall.t = 1000.5                    # 1 s of physics in 0.5 s: on time at 2x
+    assert clock.lag(11.0) == pytest.approx(0.0)
+    before = clock(11.0)
+    clock.set_rate(1.0, 11.0)
+    assert clock(11.0) == pytest.approx(before) and clock.lag(11.0) == pytest.approx(0.0)
+    assert clock(12.0) - clock(11.0) == pytest.approx(1.0)   # 1 s of physics: 1 s now
+    wall.t = 1001.0
+    assert clock.lag(11.2) == pytest.approx(0.3)             # behind at the new pace
+
+
+def test_the_physics_thread_takes_a_new_pace_and_refuses_a_bad_one(tmp_path) -> None:
+    """``SharedModel.set_real_time_factor`` on a running simulator (tiny pair, sim time): taken
+    by the physics thread, after which physics runs at that pace (sim time per wall time over
+    0.6 s: at most the pace asked, pacing never runs ahead); 0, negative or non-finite
+    factors are refused by value."""
+    from mj_manipulator_ros.sim.shared_model import SharedModel
+
+    cfg = tiny_config(tmp_path, sim={"real_time_factor": 4.0, "use_sim_time": True})
+    shared = SharedModel.from_config(cfg)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="expected a finite number > 0"):
+            shared.set_real_time_factor(bad)
+
+    def pace(seconds: float) -> float:
+        t0, s0 = time.monotonic(), float(shared.data.time)
+        time.sleep(seconds)
+        return (float(shared.data.time) - s0) / (time.monotonic() - t0)
+
+    shared.start()
+    try:
+        fast = pace(0.6)
+        shared.set_real_time_factor(1.0)
+        assert shared.real_time_factor == 1.0 and shared.clock.real_time_factor == 1.0
+        slow = pace(0.6)
+    finally:
+        shared.stop()
+    assert shared.error is None, shared.error
+    assert slow <= 1.05, f"physics ran at {slow:.2f}x after the pace was set to 1x"
+    assert fast > slow, f"4x ran at {fast:.2f}x, 1x at {slow:.2f}x"
+
+
 def test_a_physics_stall_aborts_naming_the_simulator_not_an_arm(ros, tmp_path) -> None:
     """The physics thread held off the model for 0.35 s mid-motion (what a starved CPU does):
     on the system clock, the simulator aborts every active goal naming itself and the lag, and

@@ -7,6 +7,7 @@ executor and every measurement use the same /clock.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -14,7 +15,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Iterator, Mapping, Optional
 
 import numpy as np
 import rclpy
@@ -226,6 +227,24 @@ class HilSession:
         if self.interrupted.is_set():
             raise Interrupted(report)
         return report, samples
+
+    @contextlib.contextmanager
+    def paced(self, real_time_factor: float) -> Iterator[None]:
+        """With --sim: the simulator runs at ``real_time_factor`` inside the block, then at its
+        earlier pace again; without a simulator, nothing changes. For the runs whose figures
+        are latencies: a wall-clock delay (a cancel crossing this process's threads and DDS)
+        counts ``real_time_factor`` x in sim time, so a latency is measured as the robot
+        would have it only at 1."""
+        if self.sim_node is None:
+            yield
+            return
+        shared = self.sim_node.shared
+        before = shared.real_time_factor
+        shared.set_real_time_factor(real_time_factor)
+        try:
+            yield
+        finally:
+            shared.set_real_time_factor(before)
 
     def set_fault(self, arm: str, **changes) -> None:
         if self.sim_node is None:

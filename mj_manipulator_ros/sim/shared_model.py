@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import math
 import os
 import sys
 import threading
@@ -181,6 +182,8 @@ class SharedModel:
                                  _index(self.controllers[wired_to].actuator_ids),
                                  self.wirings[n], settings.arm(n).controller))
         self._observers: list[list] = []  # [period_s, next_due_sim_s, callback]
+        #: a pacing change for the physics thread to take: (factor, taken); None: none asked
+        self._rate_request: Optional[tuple[float, threading.Event]] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
@@ -266,6 +269,38 @@ class SharedModel:
     def add_observer(self, rate_hz: float, callback: Callable[[Snapshot], None]) -> None:
         """Call ``callback(snapshot)`` from the physics thread every 1/rate_hz s of sim time."""
         self._observers.append([1.0 / rate_hz, 0.0, callback])
+
+    def set_real_time_factor(self, factor: float, timeout: float = 2.0) -> None:
+        """Pace physics at ``factor`` simulated seconds per wall second from the next control
+        cycle on (``SimClock.set_rate``: the clock goes on from where it is, no jump, no
+        catch-up; only its pace changes). Waits
+        (wall time, at most ``timeout`` s) until the running physics thread has taken it.
+
+        Raises:
+            ValueError: ``factor`` is not > 0, or physics is unpaced (``real_time_factor`` 0).
+            TimeoutError: the physics thread did not take it within ``timeout``.
+        """
+        if not factor > 0 or not math.isfinite(factor):
+            raise ValueError(f"real-time factor {factor!r}: expected a finite number > 0")
+        if self.real_time_factor <= 0:
+            raise ValueError("physics runs unpaced (sim.real_time_factor 0): no pace to change")
+        taken = threading.Event()
+        self._rate_request = (float(factor), taken)
+        if self._thread is None or not self._thread.is_alive():
+            self._take_rate_request()
+            return
+        if not taken.wait(timeout):
+            raise TimeoutError(f"the physics thread did not take the real-time factor {factor:g} "
+                               f"within {timeout:g} s")
+
+    def _take_rate_request(self) -> None:
+        request, self._rate_request = self._rate_request, None
+        if request is None:
+            return
+        factor, taken = request
+        self.clock.set_rate(factor, float(self.data.time))
+        self.real_time_factor = factor
+        taken.set()
 
     # ---- the physics thread -------------------------------------------------------------------
     def start(self) -> "SharedModel":
@@ -398,6 +433,8 @@ class SharedModel:
         max_lag = self.settings.max_lag_s
         try:
             while not self._stop.is_set():
+                if self._rate_request is not None:
+                    self._take_rate_request()
                 snap = self.step_cycle()
                 if self.real_time_factor <= 0:
                     self._health.cycle(0.0, float(self.data.time))

@@ -35,6 +35,14 @@ class SimClock:
         """From now on, ``sim_time`` is now (the lag restarts at 0)."""
         self._wall0, self._sim0 = self._wall(), sim_time
 
+    def set_rate(self, real_time_factor: float, sim_time: float) -> None:
+        """From physics time ``sim_time`` on, run at ``real_time_factor`` (> 0): the clock is
+        continuous there (its reading at ``sim_time`` does not change), and the lag with it."""
+        if self._wall0 is not None and self.real_time_factor > 0:
+            here = self._wall0 + (sim_time - self._sim0) / self.real_time_factor
+            self._wall0, self._sim0 = here, sim_time
+        self.real_time_factor = real_time_factor
+
     def __call__(self, sim_time: float) -> float:
         """The controllers' clock (s) at physics time ``sim_time``."""
         if self.use_sim_time:

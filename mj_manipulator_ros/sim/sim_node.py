@@ -229,7 +229,7 @@ class SimNode:
         status = DiagnosticStatus(level=level, name=f"{self.node.get_name()}: physics",
                                   hardware_id="mj_manipulator_sim", message=message, values=[
             KeyValue(key="achieved real-time factor", value=f"{h.real_time_factor:.3f}"),
-            KeyValue(key="target real-time factor", value=f"{s.real_time_factor:g}"),
+            KeyValue(key="target real-time factor", value=f"{self.shared.real_time_factor:g}"),
             KeyValue(key="lag (ms)", value=f"{h.lag_s * 1e3:.1f}"),
             KeyValue(key="worst lag (ms)", value=f"{h.worst_lag_s * 1e3:.1f}"),
             KeyValue(key="worst lag with a goal active (ms)",

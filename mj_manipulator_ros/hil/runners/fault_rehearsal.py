@@ -38,7 +38,8 @@ def fault_rehearsal(session: "HilSession", stage: Stage, protocol: Protocol,
         announce(f"stage 6: trigger a fault on arm {fault_arm!r} (only that arm) about "
                  f"{fault_at:.1f} s after the motion starts (e.g. its controller's stop)")
     try:
-        report, samples = session.run(run, settle=1.0)
+        with session.paced(protocol.settings["sim_latency_real_time_factor"]):
+            report, samples = session.run(run, settle=1.0)
     finally:
         if session.sim_node is not None:
             session.set_fault(fault_arm, abort_after_s=None)

@@ -24,10 +24,13 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
     """Each arm: a cancel at each of ``fractions`` of a one-way motion (latency, and how far
     past the cancel it came to rest, against ``execution.hold_overshoot_s``, which the
     pre-flight gate's stop band assumes), then a controlled stop at each of
-    ``controlled_fractions``: the measured stop against the executor's prediction."""
+    ``controlled_fractions``: the measured stop against the executor's prediction. With
+    --sim the stops run at ``settings.sim_latency_real_time_factor`` (real time): their
+    figures are latencies, which a faster simulator would multiply."""
     p = stage.params
     threshold = protocol.settings["speed_threshold_rad_s"]
     hold_bound = session.config.execution.hold_overshoot_s
+    pace = protocol.settings["sim_latency_real_time_factor"]
     out = []
     for arm in session.config.arm_names:
         start = session.pose(arm)
@@ -35,7 +38,8 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
         for fraction in p["fractions"]:
             subject = f"{arm}@{int(round(fraction * 100))}%"
             plan = one_way(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])
-            report, samples = _run_and_stop(session, plan, fraction, controlled=False)
+            with session.paced(pace):
+                report, samples = _run_and_stop(session, plan, fraction, controlled=False)
             r = report.arms[arm]
             confirmed = r.stop_confirmed and r.cancel_acknowledged_at is not None
             out.append(check(stage, "cancel_confirmed", subject, float(confirmed),
@@ -58,7 +62,8 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
         for fraction in p["controlled_fractions"]:
             subject = f"{arm}@{int(round(fraction * 100))}% controlled"
             plan = one_way(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])
-            report, samples = _run_and_stop(session, plan, fraction, controlled=True)
+            with session.paced(pace):
+                report, samples = _run_and_stop(session, plan, fraction, controlled=True)
             stopped = report.arms[arm].stop is StopKind.CONTROLLED and len(report.stops) == 1
             out.append(check(stage, "controlled_stop_confirmed", subject, float(stopped),
                              report_detail(report), passed=stopped))
