@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -305,3 +307,48 @@ def test_a_force_limit_below_the_load_fails_the_jog_by_name(tmp_path) -> None:
                next((tmp_path / "r").glob("*/checks.jsonl")).read_text().splitlines()]
     health = [r for r in records if r.get("event") == "simulator_health"]
     assert len(health) == 1 and health[0]["stage"] == 2 and health[0]["cycles"] > 0, health
+
+
+def test_stage_3_stops_at_real_time_whatever_pace_the_rehearsal_runs_at(tmp_path) -> None:
+    """Stage 3's runner on the tiny pair with the simulator paced at 4x: when each of the 4
+    stops (a cancel and a controlled stop per arm, at 50 %) is asked, the simulator is paced at real
+    time, and no stop's run went faster than real time (from its bag: stamps against log
+    times); after the stage the session's own pace is back. Before
+    ``settings.sim_latency_real_time_factor`` every stop ran at 4x, and each wall-clock
+    millisecond of the cancel's path was 4 ms of motion."""
+    from bag_reader import read_bag
+    from tiny_arm import tiny_mapping
+
+    from mj_manipulator_ros.hil.runners.stop_latency import stop_latency
+    from mj_manipulator_ros.hil.session import HilSession
+    from mj_manipulator_ros.hil.stages import load_protocol
+    from mj_manipulator_ros.model.limits import load_config_with_model
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_mapping(tmp_path)))
+    protocol = load_protocol()
+    session = HilSession(load_config_with_model(str(path)), sim=True, real_time_factor=4.0)
+    shared, executor = session.sim_node.shared, session.executor
+    paced_at = []   # the simulator's pace when each stop was asked
+    for name in ("abort", "stop"):
+        real = getattr(executor, name)
+
+        def asked(*args, _real=real, **kwargs):
+            paced_at.append(shared.clock.real_time_factor)
+            return _real(*args, **kwargs)
+        setattr(executor, name, asked)
+    try:
+        session.bags_dir, session.stage = tmp_path / "bags", 3
+        assert session.wait_for_joint_states(timeout=10.0)
+        stage = protocol.stage(3)
+        stage = dataclasses.replace(stage, params={**stage.params, "fractions": [0.5]})
+        results = stop_latency(session, stage, protocol)
+        during, after = list(paced_at), shared.clock.real_time_factor
+    finally:
+        session.close()
+    assert results and all(r.passed for r in results), [r for r in results if not r.passed]
+    assert during == [1.0] * 4, f"the simulator's pace when each stop was asked: {during}"
+    assert after == 4.0
+    paces = [pace(read_bag(p)) for _, p in session.bags]
+    stops = paces[0::2]   # each stop, then the move back
+    assert len(paces) == 8 and max(stops) <= 1.15, f"a stop ran faster than real time: {paces}"
