@@ -124,3 +124,31 @@ def test_spline_equals_the_slow_reference_everywhere(kind) -> None:
         # and it agrees with the vectorized sampler the replay check uses
         p, v, a = sample(traj, [t])
         np.testing.assert_allclose(got, np.vstack([p, v, a]), rtol=1e-9, atol=1e-9)
+
+
+def test_sample_of_each_new_trajectory_is_its_own_after_others_died() -> None:
+    """``sample`` keeps every segment's coefficients while a trajectory lives, by identity:
+    300 trajectories made, sampled twice and dropped one after another (CPython reuses the
+    addresses of the dead), each sampled against the slow reference of its own waypoints;
+    the kept coefficients go with their trajectory."""
+    import gc
+
+    from mj_manipulator_ros.core import interpolation
+    from mj_manipulator_ros.core.plan import ArmTrajectory
+
+    rng = np.random.default_rng(5)
+    kept_before = len(interpolation._segment_coefficients)
+    for _ in range(300):
+        times = np.cumsum(rng.uniform(0.1, 0.5, 3))
+        pos, vel, acc = rng.normal(size=(3, 1)), rng.normal(size=(3, 1)), rng.normal(size=(3, 1))
+        traj = ArmTrajectory(("a",), times, pos, vel, acc)
+        t = float(rng.uniform(times[0], times[1]))
+        c = reference_quintic(pos[0, 0], vel[0, 0], acc[0, 0], pos[1, 0], vel[1, 0], acc[1, 0],
+                              times[1] - times[0])
+        want = sum(c[i] * (t - times[0]) ** i for i in range(6))
+        for _ in range(2):
+            got, _, _ = sample(traj, [t])
+            np.testing.assert_allclose(got[0, 0], want, rtol=1e-9, atol=1e-9)
+        del traj
+    gc.collect()
+    assert len(interpolation._segment_coefficients) <= kept_before

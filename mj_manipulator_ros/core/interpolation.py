@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import weakref
 
 import numpy as np
 
@@ -92,20 +93,37 @@ def sample(traj: ArmTrajectory, times) -> tuple[np.ndarray, np.ndarray, np.ndarr
     if n == 1:
         return (np.repeat(traj.positions[:1], ts.size, 0), np.zeros((ts.size, j)),
                 np.zeros((ts.size, j)))
-    kind = interpolation_of(traj)
-    zeros = np.zeros_like(traj.positions)
-    vel = traj.velocities if traj.velocities is not None else zeros
-    acc = traj.accelerations if traj.accelerations is not None else zeros
-    seg = np.clip(np.searchsorted(traj.times, ts, side="right") - 1, 0, n - 2)
+    seg = np.searchsorted(traj.times, ts, side="right") - 1
+    np.minimum(np.maximum(seg, 0, out=seg), n - 2, out=seg)
     t0, t1 = traj.times[seg], traj.times[seg + 1]
-    c = segment_coefficients(traj.positions[seg], vel[seg], acc[seg], traj.positions[seg + 1],
-                             vel[seg + 1], acc[seg + 1], t1 - t0, kind)
-    p, v, a = evaluate(c, np.clip(ts, t0, t1) - t0)
+    c = _coefficients(traj)[:, seg]
+    p, v, a = evaluate(c, np.minimum(np.maximum(ts, t0), t1) - t0)
     before, after = ts < traj.times[0], ts > traj.times[-1]
     p[before], p[after] = traj.positions[0], traj.positions[-1]
     v[before | after] = 0.0
     a[before | after] = 0.0
     return p, v, a
+
+
+#: id of a trajectory -> every segment's coefficients (6, N-1, J), while the trajectory lives
+#: (its arrays are read-only: the coefficients cannot go stale)
+_segment_coefficients: dict[int, np.ndarray] = {}
+
+
+def _coefficients(traj: ArmTrajectory) -> np.ndarray:
+    """Every segment's coefficients of ``traj`` (N >= 2), (6, N-1, J): computed at its first
+    sample and kept while it lives (a plan is sampled many times: the stop ramps of a band)."""
+    key = id(traj)
+    c = _segment_coefficients.get(key)
+    if c is None:
+        zeros = np.zeros_like(traj.positions)
+        vel = traj.velocities if traj.velocities is not None else zeros
+        acc = traj.accelerations if traj.accelerations is not None else zeros
+        c = segment_coefficients(traj.positions[:-1], vel[:-1], acc[:-1], traj.positions[1:],
+                                 vel[1:], acc[1:], np.diff(traj.times), interpolation_of(traj))
+        _segment_coefficients[key] = c
+        weakref.finalize(traj, _segment_coefficients.pop, key, None)
+    return c
 
 
 class Spline:
