@@ -96,8 +96,12 @@ def sample(traj: ArmTrajectory, times) -> tuple[np.ndarray, np.ndarray, np.ndarr
     seg = np.searchsorted(traj.times, ts, side="right") - 1
     np.minimum(np.maximum(seg, 0, out=seg), n - 2, out=seg)
     t0, t1 = traj.times[seg], traj.times[seg + 1]
-    c = _coefficients(traj)[:, seg]
-    p, v, a = evaluate(c, np.minimum(np.maximum(ts, t0), t1) - t0)
+    d = _coefficients(traj)[seg]                      # (M, 6, 3J)
+    x = (np.minimum(np.maximum(ts, t0), t1) - t0)[..., None]
+    r = d[..., 5, :]
+    for k in (4, 3, 2, 1, 0):   # Horner: position, velocity, acceleration side by side
+        r = d[..., k, :] + x * r
+    p, v, a = r[..., :j], r[..., j:2 * j], r[..., 2 * j:]
     before, after = ts < traj.times[0], ts > traj.times[-1]
     p[before], p[after] = traj.positions[0], traj.positions[-1]
     v[before | after] = 0.0
@@ -105,14 +109,15 @@ def sample(traj: ArmTrajectory, times) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return p, v, a
 
 
-#: id of a trajectory -> every segment's coefficients (6, N-1, J), while the trajectory lives
-#: (its arrays are read-only: the coefficients cannot go stale)
+#: id of a trajectory -> every segment's coefficients of position, velocity and acceleration
+#: (N-1, 6, 3J), while the trajectory lives (its arrays are read-only: they cannot go stale)
 _segment_coefficients: dict[int, np.ndarray] = {}
 
 
 def _coefficients(traj: ArmTrajectory) -> np.ndarray:
-    """Every segment's coefficients of ``traj`` (N >= 2), (6, N-1, J): computed at its first
-    sample and kept while it lives (a plan is sampled many times: the stop ramps of a band)."""
+    """Every segment's coefficients of ``traj`` (N >= 2) with their derivatives'
+    (:func:`_with_derivatives`), (N-1, 6, 3J): computed at its first sample and kept while it
+    lives (a plan is sampled many times: the stop ramps of a band)."""
     key = id(traj)
     c = _segment_coefficients.get(key)
     if c is None:
@@ -121,7 +126,7 @@ def _coefficients(traj: ArmTrajectory) -> np.ndarray:
         acc = traj.accelerations if traj.accelerations is not None else zeros
         c = segment_coefficients(traj.positions[:-1], vel[:-1], acc[:-1], traj.positions[1:],
                                  vel[1:], acc[1:], np.diff(traj.times), interpolation_of(traj))
-        _segment_coefficients[key] = c
+        c = _segment_coefficients[key] = _with_derivatives(np.moveaxis(c, 0, 1))
         weakref.finalize(traj, _segment_coefficients.pop, key, None)
     return c
 
