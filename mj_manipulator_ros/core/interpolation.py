@@ -126,7 +126,9 @@ def _coefficients(traj: ArmTrajectory) -> np.ndarray:
         acc = traj.accelerations if traj.accelerations is not None else zeros
         c = segment_coefficients(traj.positions[:-1], vel[:-1], acc[:-1], traj.positions[1:],
                                  vel[1:], acc[1:], np.diff(traj.times), interpolation_of(traj))
-        c = _segment_coefficients[key] = _with_derivatives(np.moveaxis(c, 0, 1))
+        c = _with_derivatives(np.moveaxis(c, 0, 1))
+        c.setflags(write=False)   # shared by every sample and Spline of the trajectory
+        _segment_coefficients[key] = c
         weakref.finalize(traj, _segment_coefficients.pop, key, None)
     return c
 
@@ -156,13 +158,7 @@ class Spline:
                 raise PlanError("cannot sample an empty trajectory", arm=traj.arm)
             self._times = traj.times.tolist()
             if n >= 2:
-                zeros = np.zeros_like(traj.positions)
-                vel = traj.velocities if traj.velocities is not None else zeros
-                acc = traj.accelerations if traj.accelerations is not None else zeros
-                c = segment_coefficients(traj.positions[:-1], vel[:-1], acc[:-1],
-                                         traj.positions[1:], vel[1:], acc[1:],
-                                         np.diff(traj.times), interpolation_of(traj))
-                self._c = _with_derivatives(np.moveaxis(c, 0, 1))     # (N-1, 6, 3J)
+                self._c = _coefficients(traj)                         # (N-1, 6, 3J)
             ends = (traj.positions[0], traj.positions[-1])
         zero = np.zeros_like(ends[0])
         self._shape = (3, zero.size)
