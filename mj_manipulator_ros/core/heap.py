@@ -44,22 +44,17 @@ class FrozenHeap:
     permanent generation, so a freeze made before the scope is handed back too; the objects
     are then scanned again, never lost).
 
-    Usage: ``with FrozenHeap() as heap: ... heap.freeze() ...``
+    Usage: ``heap = FrozenHeap()``, ``heap.freeze()`` where needed, ``heap.release()`` in the
+    ``finally`` of the call that made it.
     """
 
     def __init__(self) -> None:
         self.frozen: Optional[int] = None   # objects frozen by the last freeze() (None: none)
 
-    def __enter__(self) -> "FrozenHeap":
-        return self
-
     def freeze(self) -> int:
         """:func:`freeze_startup`; returns how many objects are frozen now."""
         self.frozen = freeze_startup()
         return self.frozen
-
-    def __exit__(self, *exc) -> None:
-        self.release()
 
     def release(self) -> None:
         """Hand the permanent generation back to the collector, if :meth:`freeze` was called

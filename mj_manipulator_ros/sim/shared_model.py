@@ -143,7 +143,6 @@ class SharedModel:
         self.settings = settings
         self.control_period = 1.0 / settings.control_rate_hz
         self.steps_per_cycle = max(1, int(round(self.control_period / self.model.opt.timestep)))
-        self.real_time_factor = settings.real_time_factor
         for name, arm in scene.arms.items():   # sim.faults.<arm>.force_limit
             for joint, limit in (settings.faults.get(name) or ArmFaults()).force_limit.items():
                 jid = arm.joint_ids[list(arm.joint_names).index(joint)]
@@ -183,7 +182,9 @@ class SharedModel:
                                  self.wirings[n], settings.arm(n).controller))
         self._observers: list[list] = []  # [period_s, next_due_sim_s, callback]
         #: a pacing change for the physics thread to take: (factor, taken); None: none asked
+        #: (written and taken under its lock: a request never overwrites one being taken)
         self._rate_request: Optional[tuple[float, threading.Event]] = None
+        self._rate_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
@@ -285,7 +286,8 @@ class SharedModel:
         if self.real_time_factor <= 0:
             raise ValueError("physics runs unpaced (sim.real_time_factor 0): no pace to change")
         taken = threading.Event()
-        self._rate_request = (float(factor), taken)
+        with self._rate_lock:
+            self._rate_request = (float(factor), taken)
         if self._thread is None or not self._thread.is_alive():
             self._take_rate_request()
             return
@@ -294,13 +296,19 @@ class SharedModel:
                                f"within {timeout:g} s")
 
     def _take_rate_request(self) -> None:
-        request, self._rate_request = self._rate_request, None
+        with self._rate_lock:
+            request, self._rate_request = self._rate_request, None
         if request is None:
             return
         factor, taken = request
         self.clock.set_rate(factor, float(self.data.time))
-        self.real_time_factor = factor
         taken.set()
+
+    @property
+    def real_time_factor(self) -> float:
+        """Simulated seconds per wall second physics is paced at now (0: unpaced): the
+        clock's (``sim.real_time_factor`` until :meth:`set_real_time_factor`)."""
+        return self.clock.real_time_factor
 
     # ---- the physics thread -------------------------------------------------------------------
     def start(self) -> "SharedModel":
