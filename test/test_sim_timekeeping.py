@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 import yaml
 
@@ -151,6 +152,50 @@ def test_idle_the_clock_reanchors_and_says_so(ros, tmp_path) -> None:
     assert health.reanchors >= 1 and health.aborts == 0
     assert health.worst_lag_s > 0.3 and health.worst_active_lag_s == 0.0   # no goal ran
     assert lag_after < 0.05
+
+
+def test_idle_with_the_arms_standing_a_simulator_too_slow_for_real_time_stamps_on_it(
+        tmp_path) -> None:
+    """Cycle by cycle against a wall clock that runs 25% ahead of physics (a machine too slow
+    for real time): idle with the arms standing, every stamp the simulator writes stays within
+    a control period of real time (regression: the deficit grew to 0.5 s before the clock
+    re-anchored, and on a loaded CI machine ``execute`` refused the simulator: "its
+    controller's clock is 105.9 ms behind this machine's"). While an arm moves nothing is
+    dropped: the stamps go on saying when each state was true, behind real time."""
+    from mj_manipulator_ros.sim.shared_model import REST_SPEED, SharedModel
+
+    wall = FakeWall()
+    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1.0, "use_sim_time": False})
+    clock = SimClock(1.0, use_sim_time=False, wall=wall)
+    shared = SharedModel.from_config(cfg, clock)
+    period = shared.control_period
+    dofs = [d for arm in shared.scene.arms.values() for d in arm.dof_adr]
+
+    def run(cycles: int) -> list[tuple[bool, float]]:
+        """Per cycle: (an arm moved, how far the stamp written then is behind the wall, s)."""
+        rows = []
+        for _ in range(cycles):
+            shared.step_cycle()
+            wall.t += 1.25 * period
+            moving = float(np.abs(shared.data.qvel[dofs]).max()) >= REST_SPEED
+            assert shared.pace(float(shared.data.time)) == 0.0   # behind: never waits
+            rows.append((moving, wall.t - shared.snapshot().controller_time))
+        return rows
+
+    clock.anchor(float(shared.data.time))
+    settled = run(2500)[500:]     # 5 s of physics asked, 4 s run
+    assert not any(m for m, _ in settled), "the tiny arms never came to rest"
+    worst = max(b for _, b in settled)
+    assert worst <= period + 1e-9, f"stamps {worst * 1e3:.1f} ms behind real time, idle"
+    shared.data.qvel[dofs[0]] = 2.0      # a push: the servo brings the joint back
+    pushed = run(200)
+    moving = [b for m, b in pushed if m]
+    assert len(moving) >= 10, "the push did not move the arm"
+    # moving: every cycle a quarter period further behind (nothing dropped)
+    steps = np.diff([b for m, b in pushed[:len(moving)]])
+    assert all(m for m, _ in pushed[:len(moving)]), "the arm stood, then moved again"
+    np.testing.assert_allclose(steps, 0.25 * period, atol=1e-9)
+    assert max(b for _, b in pushed[len(moving) + 1:]) <= period + 1e-9   # standing again
 
 
 @pytest.mark.slow

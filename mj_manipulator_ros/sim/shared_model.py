@@ -82,8 +82,13 @@ DIVERGENCE_WARNINGS = tuple(int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC,
 #: co-simulation's twin integrates itself: MuJoCo's own checks never see it)
 DIVERGED_SPEED = 1e3
 
-#: with use_sim_time, a pacing deficit beyond this (s) is dropped: physics is the clock
+#: with use_sim_time, a pacing deficit beyond this (s) is dropped: physics is the clock; on
+#: the system clock, idle, a deficit beyond it is dropped even while an arm moves
 PACING_SLACK_S = 0.5
+
+#: idle, every arm joint slower than this (rad/s or m/s) stands: a deficit of physics time is
+#: then dropped at once (nothing a stamp could show changes while it stands)
+REST_SPEED = 1e-3
 
 #: after aborting for lag, how long (s, wall) physics waits for the action servers to return
 #: the results before it steps on
@@ -430,45 +435,76 @@ class SharedModel:
             self.on_event("warn", f"physics thread: {self._scheduling}")
 
     def _loop(self) -> None:
-        """Pace physics on the clock: wait while ahead of real time; while behind, run without
-        waiting (physics catches up; references follow physics, so no arm is blamed). Past
-        ``max_lag_s`` with a goal active: abort every active goal naming the simulator and the
-        lag; idle: re-anchor the clock. A lag warns only with a goal active and above the
-        threshold of ``sim/lag_warning.py``; every lag of more than a period is counted."""
+        """Step and pace physics until stopped (:meth:`step_cycle`, :meth:`pace`)."""
         self._request_priority()
-        clock, period = self.clock, self.control_period
-        clock.anchor(float(self.data.time))
-        max_lag = self.settings.max_lag_s
+        self.clock.anchor(float(self.data.time))
         try:
             while not self._stop.is_set():
                 if self._rate_request is not None:
                     self._take_rate_request()
                 snap = self.step_cycle()
-                if self.real_time_factor <= 0:
-                    self._health.cycle(0.0, float(self.data.time))
-                    continue
-                sim_time = snap.sim_time if snap else float(self.data.time)
-                lag = clock.lag(sim_time)
-                self._health.cycle(lag, sim_time)
-                if lag < 0:
-                    self._stop.wait(-lag)
-                    continue
-                if clock.use_sim_time:
-                    # physics time is everybody's clock: behind the pacing target only means
-                    # slower than asked (the achieved factor says how much); never catch up
-                    if lag > PACING_SLACK_S:
-                        clock.anchor(sim_time)
-                    continue
-                if lag > period:   # (only a lag above one period counts)
-                    self._late(lag)
-                if max_lag > 0 and lag > max_lag:
-                    self._over_lag(sim_time, lag, max_lag)
-                elif max_lag <= 0 and lag > PACING_SLACK_S and \
-                        all(c.active is None for c in self.controllers.values()):
-                    self._over_lag(sim_time, lag, PACING_SLACK_S)   # idle: re-anchor only
+                wait = self.pace(snap.sim_time if snap else float(self.data.time))
+                if wait > 0:
+                    self._stop.wait(wait)
         except BaseException as exc:  # noqa: BLE001 - kept for the owner to report
             self.error = exc
             self.on_event("error", f"physics stopped: {type(exc).__name__}: {exc}")
+
+    def pace(self, sim_time: float) -> float:
+        """After a control cycle that ended at physics time ``sim_time``: how long (s, wall) to
+        wait before the next. Physics thread only (or a test driving the model synchronously).
+
+        Ahead of real time: wait. Behind: run without waiting (physics catches up; references
+        follow physics, so no arm is blamed), except idle with every arm standing, where the
+        deficit is dropped at once (nothing a stamp could show changes). Past ``max_lag_s`` with
+        a goal active: abort every active goal naming the simulator and the lag; idle past it
+        (or past :data:`PACING_SLACK_S` when it is 0): re-anchor the clock. A lag warns only
+        with a goal active and above the threshold of ``sim/lag_warning.py``; every lag of
+        more than a period is counted."""
+        clock, period, max_lag = self.clock, self.control_period, self.settings.max_lag_s
+        if self.real_time_factor <= 0:
+            self._health.cycle(0.0, sim_time)
+            return 0.0
+        lag = clock.lag(sim_time)
+        self._health.cycle(lag, sim_time)
+        if lag < 0:
+            return -lag
+        if clock.use_sim_time:
+            # physics time is everybody's clock: behind the pacing target only means slower
+            # than asked (the achieved factor says how much); never catch up
+            if lag > PACING_SLACK_S:
+                clock.anchor(sim_time)
+            return 0.0
+        if lag > period:   # (only a lag above one period counts)
+            self._late(lag)
+            if self._standing_idle():
+                self._drop_idle_lag(sim_time, lag)
+                return 0.0
+        if max_lag > 0 and lag > max_lag:
+            self._over_lag(sim_time, lag, max_lag)
+        elif max_lag <= 0 and lag > PACING_SLACK_S and \
+                all(c.active is None for c in self.controllers.values()):
+            self._over_lag(sim_time, lag, PACING_SLACK_S)   # idle: re-anchor only
+        return 0.0
+
+    def _standing_idle(self) -> bool:
+        """No goal on any controller and every arm joint slower than :data:`REST_SPEED`:
+        physics time can be dropped here without a stamp showing it (the state stands)."""
+        if any(c.active is not None for c in self.controllers.values()):
+            return False
+        return float(np.abs(self.data.qvel[self._arm_dofs]).max(initial=0.0)) < REST_SPEED
+
+    def _drop_idle_lag(self, sim_time: float, lag: float) -> None:
+        """Idle with the arms standing, a deficit is dropped at once rather than caught up: the
+        clock stays on real time, so what the joint-state stamps say of it (a controller clock
+        offset, read by ``execution.max_clock_offset_s``) is true, even on a machine too slow
+        to keep up. Counted as a re-anchor; said when the deficit passes :data:`PACING_SLACK_S`."""
+        self.clock.anchor(sim_time)
+        self._health.reanchors += 1
+        self._health.dropped_s += lag
+        if lag > PACING_SLACK_S:
+            self.on_event("info", f"idle and {lag * 1e3:.0f} ms behind real time: the "
+                          "simulator's clock re-anchored to now (its stamps jump forward)")
 
     def _late(self, lag: float) -> None:
         """A cycle that ended more than one control period behind: counted, and said when it
@@ -505,6 +541,7 @@ class SharedModel:
         # held arms against the plan's running time in a burst of states); the stamps jump
         self.clock.anchor(sim_time)
         self._health.reanchors += 1
+        self._health.dropped_s += lag
         if not active:   # no goal runs: nothing to act on (counted as a re-anchor)
             self.on_event("info", f"idle and {lag * 1e3:.0f} ms behind real time: the "
                           "simulator's clock re-anchored to now (its stamps jump forward)")
@@ -520,6 +557,7 @@ class _HealthMeter:
         self.period = period
         self.lag = self.worst_lag = self.worst_stall = self.worst_active_lag = 0.0
         self.aborts = self.reanchors = 0
+        self.dropped_s = 0.0
         self._last: Optional[float] = None
         self._samples: collections.deque = collections.deque(maxlen=64)
         self._n = 0
@@ -546,7 +584,8 @@ class _HealthMeter:
                 factor = (end[1] - start[1]) / (end[0] - start[0])
         return SimHealth(cycles, factor, self.lag, self.worst_lag, self.worst_stall,
                          self.aborts, self.reanchors, scheduling, self.worst_active_lag,
-                         lags.late_cycles, lags.warnings, lags.threshold.finite_s)
+                         lags.late_cycles, lags.warnings, lags.threshold.finite_s,
+                         self.dropped_s)
 
 
 def _physical_arms(scene: Scene, settings: SimSettings) -> dict[str, str]:

@@ -80,6 +80,8 @@ class SimHealth:
         late_cycles: control cycles that ended more than one control period behind.
         lag_warnings: lag warnings logged (``sim/lag_warning.py``).
         warn_lag_s: a lag above this with a goal active warns (s; None: never).
+        dropped_s: the physics time the re-anchors skipped (s of lag dropped, never caught
+            up).
     """
 
     cycles: int
@@ -94,6 +96,7 @@ class SimHealth:
     late_cycles: int = 0
     lag_warnings: int = 0
     warn_lag_s: Optional[float] = None
+    dropped_s: float = 0.0
 
     def summary(self) -> str:
         warns = ("never warns" if self.warn_lag_s is None else
@@ -103,5 +106,6 @@ class SimHealth:
                 f"worst lag {self.worst_lag_s * 1e3:.1f} ms (with a goal active "
                 f"{self.worst_active_lag_s * 1e3:.1f} ms; {warns}: {self.lag_warnings} "
                 f"warning(s)), {self.late_cycles} cycle(s) more than a control period behind, "
-                f"{self.aborts} goal(s) aborted for lag, {self.reanchors} re-anchor(s); physics "
-                f"thread {self.scheduling}")
+                f"{self.aborts} goal(s) aborted for lag, {self.reanchors} re-anchor(s) "
+                f"({self.dropped_s:.3f} s of physics time dropped); physics thread "
+                f"{self.scheduling}")

@@ -219,7 +219,9 @@ class SimSettings:
         "doc": "on the system clock: while a goal runs and physics falls this far behind real "
                "time, every active goal is aborted naming the simulator and the lag (not an "
                "arm); idle, the clock re-anchors. 0 (default): never aborts, and idle the clock "
-               "re-anchors past 0.5 s (references follow physics either way)", "min": 0.0})
+               "re-anchors past 0.5 s (references follow physics either way). Idle with every "
+               "arm standing, any deficit is dropped at once (the clock kept on real time)",
+        "min": 0.0})
     thread_priority: int = field(default=50, metadata={
         "doc": "the physics thread asks for SCHED_FIFO at this priority when paced (as "
                "ros2_control's controller manager does); refused (no permission, not Linux): "

@@ -14,7 +14,8 @@ Per arm, an action server at the arm's configured action (default
   are read on that clock; otherwise the simulator's clock is physics time mapped to ROS time
   (``sim/sim_clock.py``: a stall freezes references and stamps with physics) and physics is
   paced at ``real_time_factor``; past ``sim.max_lag_s`` behind real time, active goals abort
-  naming the simulator;
+  naming the simulator; idle with the arms standing, a deficit is dropped at once (the stamps
+  stay on real time however slow the machine);
 - ``/diagnostics`` (diagnostic_msgs/DiagnosticArray) once a second: achieved real-time factor,
   lag, worst stall, cycles behind, the lag warning threshold (``sim/lag_warning.py``), and each
   arm's controller state;
