@@ -198,6 +198,37 @@ def test_idle_with_the_arms_standing_a_simulator_too_slow_for_real_time_stamps_o
     assert max(b for _, b in pushed[len(moving) + 1:]) <= period + 1e-9   # standing again
 
 
+def test_physics_catching_up_leaves_sched_fifo_and_takes_it_back_once_on_time(ros, tmp_path
+                                                                            ) -> None:
+    """A physics thread that runs cycle after cycle without waiting (here: asked for 1000x real
+    time, which no machine reaches) runs at normal priority: at SCHED_FIFO it would take its
+    core from every other process on the machine (regression: on a loaded machine, simulated
+    controllers took goals 0.4-0.9 s late). Paced at 1x again, it keeps time at SCHED_FIFO."""
+    import os
+
+    cfg = tiny_config(tmp_path, sim={"real_time_factor": 1000.0, "use_sim_time": False,
+                                     "thread_priority": 50})
+    sim = SimNode(cfg, context=ros.context).start()
+    try:
+        tid = sim.shared._thread.native_id
+
+        def policy_after(settle_s: float) -> int:
+            time.sleep(settle_s)
+            return os.sched_getscheduler(tid)
+
+        if not sim.shared.health().scheduling.startswith("SCHED_FIFO"):
+            pytest.skip(f"SCHED_FIFO not granted here: {sim.shared.health().scheduling}")
+        behind = policy_after(0.5)
+        sim.shared.set_real_time_factor(1.0)
+        on_time = policy_after(0.5)
+        health = sim.shared.health()
+    finally:
+        sim.close()
+    assert behind == os.SCHED_OTHER, behind
+    assert on_time == os.SCHED_FIFO, (on_time, health.summary())
+    assert health.fifo_demotions >= 1 and "catching up" in health.summary()
+
+
 @pytest.mark.slow
 @pytest.mark.alone   # its three busy loops would load every test beside it
 def test_beside_busy_loops_a_failure_names_the_simulator_never_an_arm(tmp_path, processes

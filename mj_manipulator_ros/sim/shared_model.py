@@ -86,6 +86,10 @@ DIVERGED_SPEED = 1e3
 #: the system clock, idle, a deficit beyond it is dropped even while an arm moves
 PACING_SLACK_S = 0.5
 
+#: this many control cycles in a row run behind real time without waiting, the physics thread
+#: leaves SCHED_FIFO until a cycle waits again (catching up must not take the machine)
+FIFO_BEHIND_CYCLES = 3
+
 #: idle, every arm joint slower than this (rad/s or m/s) stands: a deficit of physics time is
 #: then dropped at once (nothing a stamp could show changes while it stands)
 REST_SPEED = 1e-3
@@ -202,6 +206,9 @@ class SharedModel:
         self.lag_warnings = LagWarnings(warn_lag or warn_lag_s(settings, ExecutionSettings()),
                                         self.control_period)
         self._scheduling = "not requested"
+        #: the SCHED_FIFO priority granted (0: none) and the cycles run behind without waiting
+        self._fifo = 0
+        self._behind_cycles = 0
         self.cosim: Optional[CoSim] = None   # sim.physics cosim: the twin integrates the arms
         if settings.physics == "cosim":
             self.cosim = build_cosim(scene, settings, self.data)
@@ -427,6 +434,7 @@ class SharedModel:
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
             self._scheduling = f"SCHED_FIFO {prio}"
+            self._fifo = prio
         except (AttributeError, OSError) as exc:
             why = "not Linux" if isinstance(exc, AttributeError) else (
                 "EPERM: no permission (root or CAP_SYS_NICE / rtprio in limits.conf)"
@@ -444,11 +452,40 @@ class SharedModel:
                     self._take_rate_request()
                 snap = self.step_cycle()
                 wait = self.pace(snap.sim_time if snap else float(self.data.time))
+                if self._fifo:
+                    self._catching_up(wait <= 0)
                 if wait > 0:
                     self._stop.wait(wait)
         except BaseException as exc:  # noqa: BLE001 - kept for the owner to report
             self.error = exc
             self.on_event("error", f"physics stopped: {type(exc).__name__}: {exc}")
+
+    def _catching_up(self, behind: bool) -> None:
+        """SCHED_FIFO only while physics keeps time: a thread that runs cycle after cycle
+        without waiting (catching up) at a real-time priority takes its core from every other
+        process (the action servers, the executor, DDS: on a loaded machine, goals then reach
+        the controllers late). Behind for :data:`FIFO_BEHIND_CYCLES` cycles: normal scheduling
+        until a cycle waits again."""
+        if behind:
+            self._behind_cycles += 1
+            if self._behind_cycles == FIFO_BEHIND_CYCLES:
+                self._set_fifo(False)
+        elif self._behind_cycles:
+            if self._behind_cycles >= FIFO_BEHIND_CYCLES:
+                self._set_fifo(True)
+            self._behind_cycles = 0
+
+    def _set_fifo(self, on: bool) -> None:
+        try:
+            if on:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self._fifo))
+            else:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+                self._health.demotions += 1
+        except OSError as exc:   # (granted once: only a changed limit refuses it now)
+            self._fifo = 0
+            self.on_event("warn", f"physics thread: SCHED_FIFO change refused ({exc}): normal "
+                          "scheduling from now on")
 
     def pace(self, sim_time: float) -> float:
         """After a control cycle that ended at physics time ``sim_time``: how long (s, wall) to
@@ -558,6 +595,7 @@ class _HealthMeter:
         self.lag = self.worst_lag = self.worst_stall = self.worst_active_lag = 0.0
         self.aborts = self.reanchors = 0
         self.dropped_s = 0.0
+        self.demotions = 0
         self._last: Optional[float] = None
         self._samples: collections.deque = collections.deque(maxlen=64)
         self._n = 0
@@ -585,7 +623,7 @@ class _HealthMeter:
         return SimHealth(cycles, factor, self.lag, self.worst_lag, self.worst_stall,
                          self.aborts, self.reanchors, scheduling, self.worst_active_lag,
                          lags.late_cycles, lags.warnings, lags.threshold.finite_s,
-                         self.dropped_s)
+                         self.dropped_s, self.demotions)
 
 
 def _physical_arms(scene: Scene, settings: SimSettings) -> dict[str, str]:

@@ -82,6 +82,8 @@ class SimHealth:
         warn_lag_s: a lag above this with a goal active warns (s; None: never).
         dropped_s: the physics time the re-anchors skipped (s of lag dropped, never caught
             up).
+        fifo_demotions: times the physics thread left SCHED_FIFO to catch up (it runs at
+            normal priority while it runs without waiting).
     """
 
     cycles: int
@@ -97,6 +99,7 @@ class SimHealth:
     lag_warnings: int = 0
     warn_lag_s: Optional[float] = None
     dropped_s: float = 0.0
+    fifo_demotions: int = 0
 
     def summary(self) -> str:
         warns = ("never warns" if self.warn_lag_s is None else
@@ -108,4 +111,6 @@ class SimHealth:
                 f"warning(s)), {self.late_cycles} cycle(s) more than a control period behind, "
                 f"{self.aborts} goal(s) aborted for lag, {self.reanchors} re-anchor(s) "
                 f"({self.dropped_s:.3f} s of physics time dropped); physics thread "
-                f"{self.scheduling}")
+                f"{self.scheduling}" + (f" (normal scheduling while catching up: "
+                                        f"{self.fifo_demotions} time(s))"
+                                        if self.fifo_demotions else ""))
