@@ -6,8 +6,8 @@
 # Usage: tools/run_tests.sh PYTHON [pytest args...]   (WORKERS=0 runs everything in one process)
 set -uo pipefail
 PY="$1"; shift
-N=$(( $(nproc) + 1 ))
-WORKERS="${WORKERS:-$(( N > 4 ? 4 : N ))}"   # one more than the cores, at most 4 (see Makefile)
+N=$(nproc)
+WORKERS="${WORKERS:-$(( N > 4 ? 4 : N ))}"   # as many as the cores, at most 4 (see Makefile)
 if [ "$WORKERS" = 0 ]; then
   exec "$PY" -m pytest "$@"
 fi
