@@ -311,6 +311,31 @@ def test_abort_during_the_preflight_check_sends_nothing(ros, scripted) -> None:
     assert ctl["left"].goals == [] and ctl["right"].goals == []
 
 
+def test_a_ctrl_c_whose_handling_is_late_still_sends_nothing(ros, scripted) -> None:
+    """A Ctrl-C received before the start, whose handling thread runs only 0.8 s later (what a
+    loaded machine does to a new thread): the start gate waits for it, nothing is sent
+    (regression: the gate opened first, the goals went out, and the late stop found the short
+    plan about to end: on a loaded machine ``execute`` ran the plan and exited 0 after an
+    early Ctrl-C)."""
+    import signal
+
+    from mj_manipulator_ros.core.sync import INTERRUPTED, CancelScope, interrupts_cancel
+
+    ctl = scripted({"left": "succeed", "right": "succeed"})
+    scope = CancelScope()
+    with MultiArmExecutor(make_config(), context=ros.context) as ex:
+        def late_first() -> bool:
+            time.sleep(0.8)
+            return ex.stop(INTERRUPTED)
+        with interrupts_cancel(scope, first=late_first):
+            signal.raise_signal(signal.SIGINT)     # handled (a thread started) at once
+            report = ex.execute(make_plan(duration=0.3), scope=scope)
+    assert report.status is ExecutionStatus.CANCELED and report.start_stamp is None, \
+        report.summary()
+    assert report.first_failure.error_string == INTERRUPTED
+    assert ctl["left"].goals == [] and ctl["right"].goals == []
+
+
 def test_close_stops_a_running_execution_first(ros, scripted) -> None:
     """close() from another thread aborts the running execution and returns only once every arm
     is stopped and confirmed (regression: it destroyed the nodes under running goals)."""

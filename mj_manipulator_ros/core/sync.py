@@ -173,6 +173,28 @@ class StartGate:
 #: the failure text of a Ctrl-C
 INTERRUPTED = "interrupted (Ctrl-C)"
 
+#: Ctrl-Cs received by :func:`interrupts_cancel`'s handler (written by the main thread only, in
+#: the handler: it takes no lock) and handled by their threads (under the condition)
+_interrupts_received = [0]
+_interrupts_handled = [0]
+_interrupts_cond = threading.Condition()
+
+
+def settle_interrupts(timeout: float) -> bool:
+    """Wait (at most ``timeout`` s) until every Ctrl-C received so far has been acted on. The
+    handler hands each one to a short thread; on a loaded machine that thread can run a second
+    later, after the caller has read its scope as not canceled: call this before an act that
+    cannot be taken back (opening the start gate). Returns False when one is still unsettled.
+    Not from the main thread's signal handler."""
+    deadline = time.monotonic() + timeout
+    with _interrupts_cond:
+        while _interrupts_handled[0] < _interrupts_received[0]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _interrupts_cond.wait(left)
+    return True
+
 
 @contextlib.contextmanager
 def interrupts_cancel(scope: CancelScope, first: Optional[Callable[[], bool]] = None):
@@ -184,7 +206,7 @@ def interrupts_cancel(scope: CancelScope, first: Optional[Callable[[], bool]] = 
     Elsewhere (another thread, or a caller that installed its own handler) it does nothing.
 
     The handler only starts a short thread: it never takes a lock the interrupted code may
-    hold.
+    hold. :func:`settle_interrupts` waits until those threads have acted.
     """
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -194,12 +216,18 @@ def interrupts_cancel(scope: CancelScope, first: Optional[Callable[[], bool]] = 
     failure = Failure(None, FailureReason.EXTERNAL_ABORT, None, INTERRUPTED)
 
     def act(k: int) -> None:
-        if k == 1 and first is not None and first():
-            return
-        scope.fail(failure)
+        try:
+            if k == 1 and first is not None and first():
+                return
+            scope.fail(failure)
+        finally:
+            with _interrupts_cond:
+                _interrupts_handled[0] += 1
+                _interrupts_cond.notify_all()
 
     def on_sigint(_signum, _frame) -> None:
         count[0] += 1
+        _interrupts_received[0] += 1   # (main thread only: settle_interrupts waits for it)
         threading.Thread(target=act, name="mjmr-sigint", daemon=True, args=(count[0],)).start()
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:

@@ -39,7 +39,8 @@ from mj_manipulator_ros.core.report import (
     ArmReport, ArmStatus, ExecutionReport, ExecutionStatus, StopKind, StopRecord)
 from mj_manipulator_ros.core.stop_meter import StopMeter
 from mj_manipulator_ros.core.sync import (
-    INTERRUPTED, CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel)
+    INTERRUPTED, CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel,
+    settle_interrupts)
 from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
 from mj_manipulator_ros.ros.arm_client import (
     CHECK_PERIOD_S, WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_S, ArmChannel, ArmRun, FeedbackHook,
@@ -59,6 +60,11 @@ WATCH_TICK_S = 0.02
 #: delivered to them (a controller's result, sent before the joint states judged): they answer
 #: within a millisecond unless starved of the CPU
 READ_DELIVERED_WAIT_S = 0.05
+
+#: before the start gate opens, how long (s, wall) a Ctrl-C already received may take to be
+#: acted on (its handler's thread); past it nothing is sent
+SETTLE_INTERRUPTS_S = 2.0
+
 #: which stop a failure the watch finds calls for (docs/executor.md, "Which stop when"): True:
 #: a controlled stop along the plan (the arms are still controllable; every configuration
 #: passed is one of the synchronized plan); False: every controller's cancel (hold), where the
@@ -687,6 +693,13 @@ class MultiArmExecutor:
                 scope.fail(Failure(missing[0] if missing else None,
                                    FailureReason.SERVER_UNAVAILABLE, None,
                                    f"arms {missing} not ready within {wait:.2f} s"))
+            return None
+        # a Ctrl-C that came before this point is acted on before anything is sent (its thread
+        # can be late on a loaded machine); one that cannot be settled sends nothing either
+        if not settle_interrupts(SETTLE_INTERRUPTS_S):
+            scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None,
+                               f"{INTERRUPTED}: not acted on within {SETTLE_INTERRUPTS_S} s"))
+        if scope.canceled:
             return None
         now_ns = self._clock_node.get_clock().now().nanoseconds
         if now_ns <= 0:  # sim time with no /clock received yet
