@@ -8,6 +8,11 @@ short window of (receipt - stamp) differences per joint is the raw material of t
 estimate: over a window, min(receipt - stamp) = minimum latency - offset, so
 ``offset ~= -min(receipt - stamp)`` (an upper bound of the true offset's magnitude error is the
 minimum transport latency, sub-millisecond on one machine).
+
+The receipt time of the estimate is the middleware's (DDS's reception timestamp, where rclpy
+hands it over: ``MessageInfo``, Kilted on) whenever it is on this process's clock: a process
+that handles its messages late (a loaded machine, a 500 Hz topic being recorded) reads them
+late, and its own receipt time would count that backlog as the controller's clock offset.
 """
 
 from __future__ import annotations
@@ -20,7 +25,15 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
+from rclpy.subscription import Subscription
 from sensor_msgs.msg import JointState
+
+#: rclpy hands a two-argument callback the message's MessageInfo (Kilted on; not Humble, Jazzy)
+WITH_MESSAGE_INFO = hasattr(getattr(Subscription, "CallbackType", None), "WithMessageInfo")
+
+#: a DDS reception time further than this (s) from this process's clock is on another clock
+#: (this process on sim time): the receipt time is then this process's own
+SAME_CLOCK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -53,9 +66,11 @@ class JointStateMonitor:
         self._diffs: dict[str, collections.deque] = collections.defaultdict(
             lambda: collections.deque(maxlen=400))
         names = names or {}
+        plain, renamed = (self._on_msg_info, self._on_renamed_info) if WITH_MESSAGE_INFO \
+            else (self._on_msg, self._on_renamed)
         self._subs = [node.create_subscription(
-            JointState, topic, self._on_msg if not _renames(names.get(topic))
-            else functools.partial(self._on_renamed, dict(names[topic])), 50)
+            JointState, topic, plain if not _renames(names.get(topic))
+            else functools.partial(renamed, dict(names[topic])), 50)
             for topic in sorted(set(topics))]
         self._node = node
         #: called with (names, positions, header stamp, receipt time, velocities) for every
@@ -63,13 +78,23 @@ class JointStateMonitor:
         self.listener: Optional[Callable[[Sequence[str], Sequence[float], float, float,
                                           Sequence[float]], None]] = None
 
-    def _on_renamed(self, model_names: Mapping[str, str], msg: JointState) -> None:
+    def _on_renamed(self, model_names: Mapping[str, str], msg: JointState,
+                    info: Optional[Mapping] = None) -> None:
         msg.name = [model_names.get(n, n) for n in msg.name]
-        self._on_msg(msg)
+        self._on_msg(msg, info)
 
-    def _on_msg(self, msg: JointState) -> None:
+    def _on_renamed_info(self, model_names: Mapping[str, str], msg: JointState, info) -> None:
+        self._on_renamed(model_names, msg, info)
+
+    def _on_msg_info(self, msg: JointState, info) -> None:
+        self._on_msg(msg, info)
+
+    def _on_msg(self, msg: JointState, info: Optional[Mapping] = None) -> None:
         received = self._now()
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        # the offset sample's receipt time: the middleware's where it is on this clock
+        wire = (info or {}).get("received_timestamp") or 0
+        wire = wire * 1e-9 if abs(wire * 1e-9 - received) < SAME_CLOCK_S else received
         with self._cond:
             for k, name in enumerate(msg.name):
                 if k < len(msg.position):
@@ -79,7 +104,7 @@ class JointStateMonitor:
                     # read as the controller's clock being ahead by its whole stamp, and stay
                     # in the window for the first window_s of sim time).
                     if received > 0:
-                        self._diffs[name].append((received, received - stamp))
+                        self._diffs[name].append((received, wire - stamp))
             self._cond.notify_all()
         listener = self.listener
         if listener is not None:
