@@ -323,13 +323,18 @@ def test_a_ctrl_c_whose_handling_is_late_still_sends_nothing(ros, scripted) -> N
 
     ctl = scripted({"left": "succeed", "right": "succeed"})
     scope = CancelScope()
-    with MultiArmExecutor(make_config(), context=ros.context) as ex:
-        def late_first() -> bool:
-            time.sleep(0.8)
-            return ex.stop(INTERRUPTED)
-        with interrupts_cancel(scope, first=late_first):
-            signal.raise_signal(signal.SIGINT)     # handled (a thread started) at once
-            report = ex.execute(make_plan(duration=0.3), scope=scope)
+    # Ctrl-C as a terminal gives it (a suite run as a background job has SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with MultiArmExecutor(make_config(), context=ros.context) as ex:
+            def late_first() -> bool:
+                time.sleep(0.8)
+                return ex.stop(INTERRUPTED)
+            with interrupts_cancel(scope, first=late_first):
+                signal.raise_signal(signal.SIGINT)     # handled (a thread started) at once
+                report = ex.execute(make_plan(duration=0.3), scope=scope)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert report.status is ExecutionStatus.CANCELED and report.start_stamp is None, \
         report.summary()
     assert report.first_failure.error_string == INTERRUPTED

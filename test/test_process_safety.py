@@ -270,9 +270,11 @@ def test_ctrl_c_in_the_first_seconds_of_execute_ends_canceled_with_nothing_sent(
 def signalled_execute(processes, config: Path, plan: Path):
     """``execute --json`` as a process, yielded once its signal handlers are installed (before
     that, a signal meets the interpreter's start-up); killed on the way out if still running."""
+    from conftest import _default_sigint   # (a suite run as a background job ignores SIGINT)
+
     proc = subprocess.Popen([*CLI, "execute", str(plan), "--config", str(config), "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=processes.env)
+                            env=processes.env, preexec_fn=_default_sigint)
     try:
         catches(proc.pid, signal.SIGTSTP, timeout=30.0)   # installed with the SIGINT one
         yield proc
