@@ -194,19 +194,27 @@ def test_a_single_arm_goal_is_checked_against_the_other_arm_held(ros, tmp_path) 
         sim.close()
 
 
+def _monitored_topic(ros, name: str, depth: int):
+    """(listener node, publisher node, JointState publisher on /<name>_states, a monitor of it
+    on the listener node, on this machine's clock)."""
+    from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
+
+    node = rclpy.create_node(f"{name}_listener", context=ros.context)
+    pub_node = rclpy.create_node(f"{name}_publisher", context=ros.context)
+    pub = pub_node.create_publisher(JointState, f"/{name}_states", depth)
+    clock = node.get_clock()
+    monitor = JointStateMonitor(node, [f"/{name}_states"],
+                                lambda: clock.now().nanoseconds * 1e-9)
+    return node, pub_node, pub, monitor
+
+
 def test_the_clock_offset_counts_messages_not_joint_rows(ros) -> None:
     """Two JointState messages of a 7-joint arm, 0.3 s apart, are 2 samples, not 14: no
     estimate yet, and the reason says how many messages there were (regression: 14 rows passed
     'at least 10 samples' on 2 messages)."""
-    from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
-
     names = [f"j{k}" for k in range(7)]
-    node = rclpy.create_node("offset_listener", context=ros.context)
-    pub_node = rclpy.create_node("offset_publisher", context=ros.context)
-    pub = pub_node.create_publisher(JointState, "/offset_states", 10)
+    node, pub_node, pub, monitor = _monitored_topic(ros, "offset", 10)
     clock = pub_node.get_clock()
-    monitor = JointStateMonitor(node, ["/offset_states"],
-                                lambda: clock.now().nanoseconds * 1e-9)
     executor = rclpy.executors.SingleThreadedExecutor(context=ros.context)
     executor.add_node(node)
     try:
@@ -244,18 +252,13 @@ def test_a_backlog_of_unread_joint_states_is_not_read_as_a_clock_offset(ros) -> 
     import threading
 
     from mj_manipulator_ros.core.config import ExecutionSettings
-    from mj_manipulator_ros.ros.joint_state_monitor import WITH_MESSAGE_INFO, JointStateMonitor
+    from mj_manipulator_ros.ros.joint_state_monitor import WITH_MESSAGE_INFO
 
     if not WITH_MESSAGE_INFO:
         pytest.skip("this rclpy hands no MessageInfo to callbacks (before Kilted): the "
                     "receipt time is the reading's")
     names = ["j0", "j1"]
-    node = rclpy.create_node("backlog_listener", context=ros.context)
-    pub_node = rclpy.create_node("backlog_publisher", context=ros.context)
-    pub = pub_node.create_publisher(JointState, "/backlog_states", 1000)
-    clock = node.get_clock()
-    monitor = JointStateMonitor(node, ["/backlog_states"],
-                                lambda: clock.now().nanoseconds * 1e-9)
+    node, pub_node, pub, monitor = _monitored_topic(ros, "backlog", 1000)
     lateness: list[float] = []
 
     def slow_reader(_names, _positions, stamp, received, _velocities) -> None:

@@ -31,6 +31,12 @@ from sensor_msgs.msg import JointState
 #: rclpy hands a two-argument callback the message's MessageInfo (Kilted on; not Humble, Jazzy)
 WITH_MESSAGE_INFO = hasattr(getattr(Subscription, "CallbackType", None), "WithMessageInfo")
 
+def _taking_info(handler: Callable) -> Callable:
+    """``handler(msg, info=None)`` as the callback rclpy hands MessageInfo to (two arguments),
+    where it does; else as it is."""
+    return (lambda msg, info: handler(msg, info)) if WITH_MESSAGE_INFO else handler
+
+
 #: a DDS reception time further than this (s) from this process's clock is on another clock
 #: (this process on sim time): the receipt time is then this process's own
 SAME_CLOCK_S = 5.0
@@ -66,11 +72,9 @@ class JointStateMonitor:
         self._diffs: dict[str, collections.deque] = collections.defaultdict(
             lambda: collections.deque(maxlen=400))
         names = names or {}
-        plain, renamed = (self._on_msg_info, self._on_renamed_info) if WITH_MESSAGE_INFO \
-            else (self._on_msg, self._on_renamed)
         self._subs = [node.create_subscription(
-            JointState, topic, plain if not _renames(names.get(topic))
-            else functools.partial(renamed, dict(names[topic])), 50)
+            JointState, topic, _taking_info(self._on_msg) if not _renames(names.get(topic))
+            else _taking_info(functools.partial(self._on_renamed, dict(names[topic]))), 50)
             for topic in sorted(set(topics))]
         self._node = node
         #: called with (names, positions, header stamp, receipt time, velocities) for every
@@ -81,12 +85,6 @@ class JointStateMonitor:
     def _on_renamed(self, model_names: Mapping[str, str], msg: JointState,
                     info: Optional[Mapping] = None) -> None:
         msg.name = [model_names.get(n, n) for n in msg.name]
-        self._on_msg(msg, info)
-
-    def _on_renamed_info(self, model_names: Mapping[str, str], msg: JointState, info) -> None:
-        self._on_renamed(model_names, msg, info)
-
-    def _on_msg_info(self, msg: JointState, info) -> None:
         self._on_msg(msg, info)
 
     def _on_msg(self, msg: JointState, info: Optional[Mapping] = None) -> None:

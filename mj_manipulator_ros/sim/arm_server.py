@@ -38,10 +38,10 @@ class SimArmServer:
         # goals are handed to the controller in the order they were accepted (as JTC): the
         # execute callbacks of a multi-threaded executor may run in another order
         self._accepted = 0                       # goals accepted so far
-        self._order: dict[int, int] = {}         # id(goal request) -> its acceptance number
-        #: id(goal request) -> the goal as checked on arrival (a 1,401-point goal costs ~16 ms
-        #: to convert and check on a 2-core machine, idle: taken over, not done twice)
-        self._checked: dict[int, ControllerGoal] = {}
+        #: id(goal request) -> its acceptance number and the goal as checked on arrival (a
+        #: 1,401-point goal costs ~16 ms to convert and check on a 2-core machine, idle: taken
+        #: over by its execution, not done twice)
+        self._order: dict[int, tuple[int, ControllerGoal]] = {}
         self._submitted = 0                      # the newest acceptance number handed over
         self._reject_armed = self.controller.faults.reject_next_goal
         self.closing = threading.Event()  # set by SimNode.close: every goal ends, none starts
@@ -87,8 +87,7 @@ class SimArmServer:
             return GoalResponse.REJECT
         with self._lock:
             self._accepted += 1
-            self._order[id(goal)] = self._accepted
-            self._checked[id(goal)] = checked
+            self._order[id(goal)] = (self._accepted, checked)
         return GoalResponse.ACCEPT
 
     def _wait_controller_time(self, seconds: float) -> None:
@@ -132,7 +131,6 @@ class SimArmServer:
         finally:  # the handle is kept 15 min for its result: no message object with it
             with self._lock:   # (its id may be reused once freed)
                 self._order.pop(id(goal_handle.request), None)
-                self._checked.pop(id(goal_handle.request), None)
             release_request(goal_handle)
 
     def _run(self, goal_handle) -> Result:
@@ -142,7 +140,7 @@ class SimArmServer:
             goal_handle.abort()
             return Result(error_code=Result.INVALID_GOAL, error_string="simulator shutting down")
         with self._lock:
-            goal = self._checked.pop(id(goal_handle.request), None)
+            number, goal = self._order.pop(id(goal_handle.request), (self._accepted, None))
         reason = None
         if goal is None:   # (accepted elsewhere than _on_goal: checked here, as JTC would)
             reason, goal = self._check(goal_handle.request, at_execute=True)
@@ -152,7 +150,6 @@ class SimArmServer:
         if goal.tolerance_warning:
             self.node.get_logger().warning(f"{self.arm.name}: {goal.tolerance_warning}")
         with self._lock:
-            number = self._order.pop(id(goal_handle.request), self._accepted)
             stale = number < self._submitted
             if not stale:
                 self._submitted = number
