@@ -105,9 +105,11 @@ def main(scenario: str, out: Path) -> int:
                 _after_stamp(executor, 3.0)
                 logs.append(ReferenceLog(sim))
                 _after_stamp(executor, 4.0)
-                events.append(("pause", executor.now(), executor.pause("test pause")))
+                events.append(("pause", executor.now(), executor.pause("test pause"),
+                               sim.shared.health().dropped_s))
                 time.sleep(3.0)
-                events.append(("resume", executor.now(), executor.resume()))
+                events.append(("resume", executor.now(), executor.resume(),
+                               sim.shared.health().dropped_s))
             def abort() -> None:
                 _after_stamp(executor, ABORT_AT_S - 1.0)
                 logs.append(ReferenceLog(sim))

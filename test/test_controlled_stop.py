@@ -160,7 +160,18 @@ def test_pause_three_seconds_and_resume_mid_plan(tmp_path) -> None:
     window = (pause.stamp + pause.ramp_s + 0.01, resume_stamp - 0.01)
     held = (t_ref > window[0]) & (t_ref < window[1])
     assert window[1] - window[0] > 2.0, (window, pause)
-    assert held.sum() >= 0.99 * (window[1] - window[0]) / extra["control_period"]
+    # every control cycle of the window is there, but for the physics time the simulator
+    # dropped (idle with the arms standing, a deficit to real time is dropped at once: its
+    # stamps jump forward): what is missing from the recorded cycles is what it reports dropped
+    period = extra["control_period"]
+    dropped = events[1][3] - events[0][3]
+    steps = np.diff(np.concatenate([[window[0]], t_ref[held], [window[1]]])) - period
+    assert steps[1:-1].min() > -1e-6, "cycles out of order or repeated"
+    missing = float(steps[steps > 1e-6].sum())
+    assert missing <= dropped + 1e-6, (
+        f"{missing * 1e3:.1f} ms of the pause without a control cycle; the simulator dropped "
+        f"{dropped * 1e3:.1f} ms")
+    assert held.sum() >= 0.5 * (window[1] - window[0]) / period, (held.sum(), dropped)
     for arm, q in ref.items():
         final, _, _ = sample(plan[arm], [pause.plan_time_end])
         assert np.abs(q[held] - final[0]).max() < 1e-9

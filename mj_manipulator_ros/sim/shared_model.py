@@ -536,9 +536,8 @@ class SharedModel:
         clock stays on real time, so what the joint-state stamps say of it (a controller clock
         offset, read by ``execution.max_clock_offset_s``) is true, even on a machine too slow
         to keep up. Counted as a re-anchor; said when the deficit passes :data:`PACING_SLACK_S`."""
-        self.clock.anchor(sim_time)
         self._health.reanchors += 1
-        self._health.dropped_s += lag
+        self._health.dropped_s += self.clock.anchor(sim_time)
         if lag > PACING_SLACK_S:
             self.on_event("info", f"idle and {lag * 1e3:.0f} ms behind real time: the "
                           "simulator's clock re-anchored to now (its stamps jump forward)")
@@ -576,9 +575,8 @@ class SharedModel:
                 ticket.result_sent.wait(max(0.0, until - time.monotonic()))
         # no goal runs now: the deficit is dropped, never caught up (a catch-up would play the
         # held arms against the plan's running time in a burst of states); the stamps jump
-        self.clock.anchor(sim_time)
         self._health.reanchors += 1
-        self._health.dropped_s += lag
+        self._health.dropped_s += self.clock.anchor(sim_time)
         if not active:   # no goal runs: nothing to act on (counted as a re-anchor)
             self.on_event("info", f"idle and {lag * 1e3:.0f} ms behind real time: the "
                           "simulator's clock re-anchored to now (its stamps jump forward)")

@@ -31,9 +31,13 @@ class SimClock:
         self._wall0: Optional[float] = None
         self._sim0 = 0.0
 
-    def anchor(self, sim_time: float) -> None:
-        """From now on, ``sim_time`` is now (the lag restarts at 0)."""
+    def anchor(self, sim_time: float) -> float:
+        """From now on, ``sim_time`` is now (the lag restarts at 0). Returns how far the
+        clock's reading at ``sim_time`` jumped forward (s; 0 at the first anchor): the time a
+        re-anchor drops, exactly what the stamps skip."""
+        before = None if self._wall0 is None or self.real_time_factor <= 0 else self(sim_time)
         self._wall0, self._sim0 = self._wall(), sim_time
+        return 0.0 if before is None else self._wall0 - before
 
     def set_rate(self, real_time_factor: float, sim_time: float) -> None:
         """From physics time ``sim_time`` on, run at ``real_time_factor`` (> 0): the clock is
@@ -80,8 +84,8 @@ class SimHealth:
         late_cycles: control cycles that ended more than one control period behind.
         lag_warnings: lag warnings logged (``sim/lag_warning.py``).
         warn_lag_s: a lag above this with a goal active warns (s; None: never).
-        dropped_s: the physics time the re-anchors skipped (s of lag dropped, never caught
-            up).
+        dropped_s: how far the re-anchors moved the clock forward (s): what its stamps
+            skipped, never caught up.
         fifo_demotions: times the physics thread left SCHED_FIFO to catch up (it runs at
             normal priority while it runs without waiting).
     """
