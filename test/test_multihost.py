@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from bag_reader import read_bag
+from mj_manipulator_ros.apps.demo import DEMO_LEAD_S
 from mj_manipulator_ros.core.plan_io import load_plan
 from mj_manipulator_ros.resources import config_file, share_dir
 from netns import SCRIPT, Topology, can_make_namespaces, stop_processes
@@ -53,6 +54,12 @@ def hosts(topology, tmp_path):
     def start(faults: dict | None = None, record: bool = False) -> dict:
         data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
         data["sim"]["faults"] = faults or {}
+        # the crossing plan's goals (1,401 points per arm) go over UDP to a simulator process
+        # that deserializes them in Python (~54 ms each, idle, on this 2-core machine): beside
+        # the suite's other worker they were taken 30-80 ms after the shipped 0.25 s lead (late
+        # acceptance, the plan never started; the right verdict for that lead). The subject here
+        # is arms on separate hosts, not that margin: the lead the demo gives the same goals
+        data["execution"]["start_lead_s"] = DEMO_LEAD_S
         cfg = tmp_path / "hosts.yaml"
         cfg.write_text(yaml.safe_dump(data))
         procs = {}
@@ -109,7 +116,7 @@ def test_a_cut_link_stops_the_peer_and_is_reported(topology, hosts, tmp_path) ->
     finally:
         topology.restore("left")
     report, cut_at = result["report"], result["cut_at"]
-    assert cut_at is not None
+    assert cut_at is not None, f"the run ended before the cut: {report['first_failure']}"
     assert report["first_failure"]["arm"] == "left"
     # the left host's joint states stop with the link (0.25 s), before its feedback's silence
     # is probed (about 1 s): either names the left arm
