@@ -50,8 +50,9 @@ class PlanSpeed:
     """Args:
         config: arms (limits) and execution settings (start lead, stop acceleration).
         now_ns: the controllers' clock, integer ns.
-        check_resume: ``(pose_plan, arms) -> None`` raising when an arm may not resume (not at
-            its paused pose, a controller clock off): the executor's start checks.
+        check_resume: ``(pose_plan) -> None``, the one-sample plan of every arm at the pose it
+            rests on; raises when an arm may not resume (not at that pose, a controller clock
+            off): the executor's start checks.
     """
 
     def __init__(self, config: ExecutorConfig, now_ns: Callable[[], int],

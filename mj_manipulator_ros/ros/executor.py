@@ -7,10 +7,15 @@ One execution:
 3. When every arm has arrived, the start stamp is computed **once** (now + lead on the
    controllers' clock) and the gate opens; every arm sends its goal with that stamp, none waiting
    on another.
-4. The first failure anywhere (rejection, abort, error code, late acceptance, timeout, missing
-   server, exception, ``abort()``, Ctrl-C) cancels the scope; every arm with an active goal sends
-   a cancel and waits, bounded, for the cancel response and the final result. An arm whose stop
-   cannot be confirmed is reported as ``UNCONFIRMED_STOP``.
+4. The first failure stops every arm, by the stop it calls for (docs/executor.md, "Which stop
+   when"). An arm's goal that ends failed (its controller holds it) and a tracking or
+   progress-skew violation of the watch: a **controlled stop**, every other arm ramped to rest
+   along the plan on one plan time (:meth:`_peer_failed`, :meth:`_fail`), unless
+   ``execution.cancel_peers_on_failure`` or no ramp within the limits exists. Everything else
+   (rejection, late acceptance, timeout, missing server, stale or invalid joint states, a
+   velocity limit, an exception, ``abort()``, Ctrl-C): the scope is **canceled**, every arm with
+   an active goal sends a cancel and waits, bounded, for the cancel response and the final
+   result. An arm whose stop cannot be confirmed is reported as ``UNCONFIRMED_STOP``.
 5. Every thread is joined with a bound; the report is returned.
 """
 
@@ -65,16 +70,16 @@ READ_DELIVERED_WAIT_S = 0.05
 #: acted on (its handler's thread); past it nothing is sent
 SETTLE_INTERRUPTS_S = 2.0
 
-#: which stop a failure the watch finds calls for (docs/executor.md, "Which stop when"): True:
-#: a controlled stop along the plan (the arms are still controllable; every configuration
-#: passed is one of the synchronized plan); False: every controller's cancel (hold), where the
-#: arms' state is unknown or a joint is beyond its limit
 #: after the last result, the joint states are watched until every stopped arm has been still
 #: this long (s of its joint-state stamps) ...
 STOP_SETTLE_S = 0.05
 #: ... or this much wall time has passed (s): the report's measured stop (core/stop_meter.py)
 STOP_OBSERVE_S = 0.5
 
+#: which stop a failure the watch finds calls for (docs/executor.md, "Which stop when"): True:
+#: a controlled stop along the plan (the arms are still controllable; every configuration
+#: passed is one of the synchronized plan); False: every controller's cancel (hold), where the
+#: arms' state is unknown or a joint is beyond its limit
 CONTROLLED_STOP_REASONS = {
     FailureReason.TRACKING_ERROR: True,
     FailureReason.PROGRESS_SKEW: True,
@@ -604,10 +609,11 @@ class MultiArmExecutor:
         return True
 
     def _fail(self, scope: CancelScope, failure: Failure) -> None:
-        """A failure the watch found: the stop its reason calls for (``STOP_POLICY``). A
-        controlled stop records the failure (the report's first failure, status ``failed``)
-        and stops every arm along the plan; where it cannot (no ramp within the limits, a stop
-        already under way) and for every other reason, the scope fails: every arm canceled."""
+        """A failure the watch found: the stop its reason calls for
+        (``CONTROLLED_STOP_REASONS``). A controlled stop records the failure (the report's
+        first failure, status ``failed``) and stops every arm along the plan; where it cannot
+        (no ramp within the limits, a stop already under way) and for every other reason, the
+        scope fails: every arm canceled."""
         if CONTROLLED_STOP_REASONS.get(failure.reason, False):
             with self._scope_lock:
                 first = self._controlled_failure is None and not scope.canceled
