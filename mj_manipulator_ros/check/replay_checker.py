@@ -31,7 +31,6 @@ MuJoCo distances. An interval not certified at ``max_depth`` counts against the 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import sys
 import threading
@@ -41,7 +40,7 @@ from typing import Callable, Mapping, Optional
 import mujoco
 import numpy as np
 
-from mj_manipulator_ros.model.collidable import not_collidable
+from mj_manipulator_ros.model.collidable import not_collidable, with_contact_margin
 from mj_manipulator_ros.model.allowed_collisions import (RANGE_PAD, AllowReason,
                                                           AllowedCollisionMatrix,
                                                           generate)
@@ -142,10 +141,7 @@ class PlanReplayChecker:
         # collisions only); "pairs" is "near" with arm-arm pairs only (the stop band's).
         self._models = {}
         for name, reach in (("near", horizon), ("pairs", horizon), ("tight", max(margin, 1e-6))):
-            mm = copy.deepcopy(model)
-            active = (mm.geom_contype != 0) | (mm.geom_conaffinity != 0)
-            mm.geom_margin[active] = reach / 2.0
-            mm.geom_gap[:] = 0.0
+            mm = with_contact_margin(model, reach)
             self._models[name] = (mm, mujoco.MjData(mm), reach)
         self.model, self.data, self._reach_now = self._models["near"]
         m = self.model

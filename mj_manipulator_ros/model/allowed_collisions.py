@@ -62,6 +62,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError, JointLimitError
 from mj_manipulator_ros.model.arm_binding import ArmBinding
+from mj_manipulator_ros.model.collidable import active_geoms, can_touch, with_contact_margin
 from mj_manipulator_ros.model.pair_distance import (MAX_EVALUATIONS, MAX_JOINTS, certify_pair,
                                                     inexact_distance)
 from mj_manipulator_ros.model.reach import reach_matrix
@@ -431,9 +432,8 @@ def fingerprint(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.
 def _active_bodies(model: mujoco.MjModel) -> dict[int, list[int]]:
     """body -> its geoms that take part in collisions."""
     out: dict[int, list[int]] = {}
-    for g in range(model.ngeom):
-        if model.geom_contype[g] or model.geom_conaffinity[g]:
-            out.setdefault(int(model.geom_bodyid[g]), []).append(g)
+    for g in np.flatnonzero(active_geoms(model)):
+        out.setdefault(int(model.geom_bodyid[g]), []).append(int(g))
     return out
 
 
@@ -459,9 +459,7 @@ def _filtered_and_adjacent(model: mujoco.MjModel,
                 why = "parent and child (MuJoCo's parent filter)"
             elif (a << 16) + b in excluded:
                 why = "<exclude> in the model"
-            elif not any((model.geom_contype[g] & model.geom_conaffinity[h]) or
-                         (model.geom_contype[h] & model.geom_conaffinity[g])
-                         for g in bodies[a] for h in bodies[b]):
+            elif not any(can_touch(model, g, h) for g in bodies[a] for h in bodies[b]):
                 why = "contype/conaffinity never match"
             if why is not None:
                 yield AllowedPair(names, AllowReason.FILTERED, why)
@@ -513,9 +511,7 @@ def _never(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndarr
                 continue
             if len(joints) > MAX_JOINTS:
                 continue
-            pairs = [(g, h) for g in bodies[a] for h in bodies[b]
-                     if (model.geom_contype[g] & model.geom_conaffinity[h])
-                     or (model.geom_contype[h] & model.geom_conaffinity[g])]
+            pairs = [(g, h) for g in bodies[a] for h in bodies[b] if can_touch(model, g, h)]
             if not pairs:
                 continue
             inexact = [why for g, h in pairs if (why := inexact_distance(model, g, h))]
@@ -548,7 +544,7 @@ def _always(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndar
     remaining candidates (``mj_geomDistance``), dropping a pair the first time it is clear."""
     if not arms:
         return []
-    m = _with_margin(model, margin)
+    m = with_contact_margin(model, margin)
     d = mujoco.MjData(m)
     rng = np.random.default_rng(_SEED)
     lo = {n: np.concatenate([np.where(np.isfinite(a.lower), a.lower, -np.pi), a.gripper.lower])
@@ -599,16 +595,6 @@ def _always(model: mujoco.MjModel, arms: Mapping[str, ArmBinding], qpos: np.ndar
             for (a, b), (_, closest, farthest) in sorted(cand.items())]
 
 
-def _with_margin(model: mujoco.MjModel, margin: float) -> mujoco.MjModel:
-    """A copy whose active geoms report pairs closer than ``margin`` (half on each geom)."""
-    import copy
-    m = copy.deepcopy(model)
-    active = (m.geom_contype != 0) | (m.geom_conaffinity != 0)
-    m.geom_margin[active] = margin / 2.0
-    m.geom_gap[:] = 0.0
-    return m
-
-
 def _stated(model: mujoco.MjModel, entry: Mapping[str, object], a: int, b: int,
             owner: Mapping[int, str], where: str) -> tuple[str, ...]:
     """The explicit keys an entry for bodies ``a``, ``b`` needs, checked against what it set.
@@ -646,8 +632,7 @@ def _stated(model: mujoco.MjModel, entry: Mapping[str, object], a: int, b: int,
 
 def _collidable_geoms(model: mujoco.MjModel, body: int) -> list[int]:
     """The geoms of ``body`` that MuJoCo can report in a contact (contype or conaffinity)."""
-    return [g for g in range(model.ngeom) if model.geom_bodyid[g] == body
-            and (model.geom_contype[g] or model.geom_conaffinity[g])]
+    return [int(g) for g in np.flatnonzero(active_geoms(model) & (model.geom_bodyid == body))]
 
 
 def _holds_fixed_world(model: mujoco.MjModel, body: int) -> bool:

@@ -23,6 +23,24 @@ def active_geoms(model: mujoco.MjModel) -> np.ndarray:
     return (model.geom_contype != 0) | (model.geom_conaffinity != 0)
 
 
+def can_touch(model: mujoco.MjModel, g: int, h: int) -> bool:
+    """Whether MuJoCo's bit rule lets geoms ``g`` and ``h`` touch (``<pair>`` elements and the
+    body filters aside)."""
+    ct, ca = model.geom_contype, model.geom_conaffinity
+    return bool((ct[g] & ca[h]) or (ct[h] & ca[g]))
+
+
+def with_contact_margin(model: mujoco.MjModel, reach: float) -> mujoco.MjModel:
+    """A copy of ``model`` whose active geoms report every pair closer than ``reach`` (m; half
+    of it on each geom's margin, no gap): contacts at positive distance, for clearances."""
+    import copy
+
+    m = copy.deepcopy(model)
+    m.geom_margin[active_geoms(m)] = reach / 2.0
+    m.geom_gap[:] = 0.0
+    return m
+
+
 def touchable_geoms(model: mujoco.MjModel) -> np.ndarray:
     """(ngeom,) bool: geoms that can touch at least one geom of another body, by the bit rule
     or an explicit ``<pair>``."""

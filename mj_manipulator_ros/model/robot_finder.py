@@ -31,6 +31,7 @@ import mujoco
 import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError
+from mj_manipulator_ros.model.collidable import active_geoms
 
 #: a world-fixed geom whose top is within this of z = 0 counts as the model's own ground, m
 GROUND_TOL_M = 0.005
@@ -212,11 +213,12 @@ def _own_ground(model) -> str:
     for g in range(model.ngeom):
         if int(model.geom_type[g]) == mujoco.mjtGeom.mjGEOM_PLANE:
             return f"plane {_name(model, mujoco.mjtObj.mjOBJ_GEOM, g)!r}"
+    active = active_geoms(model)
     for g in range(model.ngeom):
         body = int(model.geom_bodyid[g])
         if body != 0 and model.body_weldid[body] != 0:
             continue   # moves with some joint
-        if not (model.geom_contype[g] or model.geom_conaffinity[g]):
+        if not active[g]:
             continue
         centre, half = model.geom_aabb[g, :3], model.geom_aabb[g, 3:]
         rot = data.geom_xmat[g].reshape(3, 3)

@@ -39,6 +39,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding
+from mj_manipulator_ros.model.collidable import active_geoms
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +187,8 @@ def _farthest_point_speed(model, data, jid: int, speed_limit: Optional[float]):
         return None
     body = model.jnt_bodyid[jid]
     below = _subtree(model, body)
-    geoms = [g for g in range(model.ngeom) if model.geom_bodyid[g] in below
-             and (model.geom_contype[g] or model.geom_conaffinity[g])]
+    geoms = [int(g) for g in np.flatnonzero(active_geoms(model))
+             if model.geom_bodyid[g] in below]
     if not geoms:
         return None
     if jtype == int(mujoco.mjtJoint.mjJNT_SLIDE):
@@ -219,9 +220,7 @@ def _solref_caps(model: mujoco.MjModel, dt: float, ref: float) -> list[StepCap]:
         if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
             free |= _subtree(model, int(model.jnt_bodyid[j]))
     out = []
-    for g in range(model.ngeom):
-        if not (model.geom_contype[g] or model.geom_conaffinity[g]):
-            continue
+    for g in map(int, np.flatnonzero(active_geoms(model))):
         name = f"geom {model.geom(g).name or g}"
         tau = float(model.geom_solref[g, 0])
         if tau <= 0:
