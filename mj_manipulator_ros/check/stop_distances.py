@@ -21,6 +21,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.joint_path import cumulative_joint_paths
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.time_scaling import config_bounds, stop_after_lead
 
@@ -133,9 +134,7 @@ def _cumulative_paths(plan: MultiArmPlan, scene, grid: np.ndarray):
         mujoco.mj_kinematics(model, data)
         for arm, body in hands.items():
             xyz[arm][i] = data.xpos[body]
-    joints_cum = {a: np.vstack([np.zeros((1, q.shape[1])),
-                                np.cumsum(np.abs(np.diff(q, axis=0)), axis=0)])
-                  for a, q in positions.items()}
+    joints_cum = {a: cumulative_joint_paths(q) for a, q in positions.items()}
     hand_cum = {a: np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(p, axis=0), axis=1))])
                 for a, p in xyz.items()}
     return joints_cum, hand_cum, hand_names

@@ -31,6 +31,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.joint_path import joint_travel
 from mj_manipulator_ros.core.motion_phase import MotionPhase, transition
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import StopRecord
@@ -286,7 +287,7 @@ def _travel(plan: MultiArmPlan, s_from: float, s_to: float) -> dict[str, float]:
     ts = np.linspace(s_from, s_to, max(2, int((s_to - s_from) / 1e-3) + 1))
     for arm, traj in plan.arms.items():
         p, _, _ = sample(traj, ts)
-        out[arm] = float(np.abs(np.diff(p, axis=0)).sum(axis=0).max()) if len(ts) > 1 else 0.0
+        out[arm] = joint_travel(p)
     return out
 
 

@@ -28,6 +28,8 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from mj_manipulator_ros.core.joint_path import joint_travel
+
 #: an arm faster than this on any joint (rad/s or m/s) is moving
 STILL_SPEED = 0.02
 #: the most messages recorded after the first stop request
@@ -137,7 +139,7 @@ class StopMeter:
         stamps = np.array([r[0] for r in after])
         poses = np.array([r[1] for r in after])
         path = np.vstack([first[None], poses])
-        travel = float(np.max(np.abs(np.diff(path, axis=0)).sum(axis=0)))
+        travel = joint_travel(path)
         moving_until = 0.0
         if len(after) > 1:
             dt = np.diff(stamps)
