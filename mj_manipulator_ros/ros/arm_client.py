@@ -288,21 +288,9 @@ class ArmRun:
         goal.trajectory.header.stamp = time_msg(stamp)
         self._set(goal_sent_at=self.now())
         self.sent.append((self.out.goal_sent_at, goal))
-        send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
-        ch.spin_until(lambda: send_future.done() or self.scope.canceled,
-                      time.monotonic() + s.accept_wait_s)
-        if not send_future.done():
-            # Canceled while the goal is in flight, or no answer: the goal may still be accepted,
-            # so wait (bounded) for the answer in order to cancel it.
-            if not self.scope.canceled:
-                self._fail(FailureReason.NO_RESPONSE,
-                           f"no accept/reject within {s.accept_wait_s} s of sending the goal")
-            if not ch.spin_until(send_future.done, time.monotonic() + s.cancel_wait_s):
-                self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
-                          error_string=self.out.error_string or "goal sent but never answered: "
-                          "it may have been accepted and be running")
-                return
-        handle = send_future.result()
+        handle = self._send_goal(goal, "goal")
+        if handle is None:
+            return
         if handle.accepted:
             self._handle = handle
         if not handle.accepted:
@@ -426,22 +414,11 @@ class ArmRun:
             self._retime = None
         goal = self._goal(trajectory, stamp)
         self.sent.append((self.now(), goal))
-        send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
-        ch.spin_until(lambda: send_future.done() or self.scope.canceled,
-                      time.monotonic() + s.accept_wait_s)
-        if not send_future.done():
-            # Canceled while the retimed goal is in flight, or no answer: it may still be
-            # accepted, and then it is the goal running (it preempts the old one at the
-            # controller), so wait (bounded) for the answer in order to cancel that one.
-            if not self.scope.canceled:
-                self._fail(FailureReason.NO_RESPONSE, "no accept/reject of the retimed goal "
-                           f"within {s.accept_wait_s} s")
-            if not ch.spin_until(send_future.done, time.monotonic() + s.cancel_wait_s):
-                self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
-                          error_string=self.out.error_string or "retimed goal sent but never "
-                          "answered: it may have been accepted and be running")
-                return None   # run() still cancels the old goal: it may be the one running
-        handle = send_future.result()
+        # a retimed goal, once accepted, is the goal running (it preempts the old one at the
+        # controller): never answered, run() still cancels the old goal (it may be the one)
+        handle = self._send_goal(goal, "retimed goal")
+        if handle is None:
+            return None
         if not handle.accepted:
             if not self.scope.canceled:
                 self._fail(FailureReason.GOAL_REJECTED,
@@ -457,6 +434,27 @@ class ArmRun:
         # the replaced goal ends preempted: its result is not this arm's outcome
         ch.spin_until(old_future.done, time.monotonic() + s.cancel_wait_s)
         return self._result_future, stamp.seconds
+
+    def _send_goal(self, goal, what: str):
+        """Send ``goal`` and wait (bounded: ``accept_wait_s``) for its accept/reject. Returns
+        the goal handle (accepted or not), or None when it was never answered; then it may have
+        been accepted and be running: the arm is ``UNCONFIRMED_STOP``. Canceled while the goal
+        is in flight, or no answer in time, it waits (bounded: ``cancel_wait_s``) for the
+        answer, in order to cancel the goal if it was accepted."""
+        ch, s = self.channel, self.settings
+        send_future = ch.client.send_goal_async(goal, feedback_callback=self._feedback)
+        ch.spin_until(lambda: send_future.done() or self.scope.canceled,
+                      time.monotonic() + s.accept_wait_s)
+        if not send_future.done():
+            if not self.scope.canceled:
+                self._fail(FailureReason.NO_RESPONSE,
+                           f"no accept/reject within {s.accept_wait_s} s of sending the {what}")
+            if not ch.spin_until(send_future.done, time.monotonic() + s.cancel_wait_s):
+                self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
+                          error_string=self.out.error_string or f"{what} sent but never "
+                          "answered: it may have been accepted and be running")
+                return None
+        return send_future.result()
 
     def _send_probe(self):
         """A CancelGoal request for a goal id that does not exist: cancels nothing; an answer
