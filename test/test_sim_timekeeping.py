@@ -423,3 +423,23 @@ def test_a_physics_stall_warns_with_a_goal_running_and_not_idle(tmp_path) -> Non
     warnings = [text for level, text in events if level == "warn"]
     assert big.worst_active_lag_s > 0.28 and big.lag_warnings == len(warnings) == 1, events
     assert "with a goal running" in warnings[0] and "warns above 250 ms" in warnings[0]
+
+
+def test_a_re_anchor_returns_how_far_the_stamps_jump() -> None:
+    """What `SimHealth.dropped_s` adds up: the clock's reading of the same physics time before
+    and after the re-anchor (a fake wall clock; 0.5 s of wall time for 0.3 s of physics at 1x:
+    0.2 s dropped; at 2x: 0.35 s); nothing on sim time."""
+    from mj_manipulator_ros.sim.sim_clock import SimClock
+
+    wall = [100.0]
+    for factor, dropped in ((1.0, 0.2), (2.0, 0.35)):
+        clock = SimClock(factor, False, wall=lambda: wall[0])
+        assert clock.anchor(0.0) == 0.0
+        wall[0] += 0.5
+        before = clock(0.3)
+        assert clock.anchor(0.3) == pytest.approx(dropped)
+        assert clock(0.3) - before == pytest.approx(dropped)
+    clock = SimClock(1.0, True, wall=lambda: wall[0])
+    clock.anchor(0.0)
+    wall[0] += 0.5
+    assert clock.anchor(0.3) == 0.0

@@ -33,9 +33,11 @@ class SimClock:
 
     def anchor(self, sim_time: float) -> float:
         """From now on, ``sim_time`` is now (the lag restarts at 0). Returns how far the
-        clock's reading at ``sim_time`` jumped forward (s; 0 at the first anchor): the time a
-        re-anchor drops, exactly what the stamps skip."""
-        before = None if self._wall0 is None or self.real_time_factor <= 0 else self(sim_time)
+        clock's reading at ``sim_time`` jumped forward (s): the time a re-anchor drops, exactly
+        what the stamps skip; 0 at the first anchor and on sim time (its stamps are physics
+        time: they skip nothing)."""
+        before = None if self._wall0 is None or self.real_time_factor <= 0 or \
+            self.use_sim_time else self(sim_time)
         self._wall0, self._sim0 = self._wall(), sim_time
         return 0.0 if before is None else self._wall0 - before
 
