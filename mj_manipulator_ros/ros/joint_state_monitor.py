@@ -31,6 +31,7 @@ from sensor_msgs.msg import JointState
 #: rclpy hands a two-argument callback the message's MessageInfo (Kilted on; not Humble, Jazzy)
 WITH_MESSAGE_INFO = hasattr(getattr(Subscription, "CallbackType", None), "WithMessageInfo")
 
+
 def _taking_info(handler: Callable) -> Callable:
     """``handler(msg, info=None)`` as the callback rclpy hands MessageInfo to (two arguments),
     where it does; else as it is."""
