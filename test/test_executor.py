@@ -189,12 +189,12 @@ def test_late_acceptance_fails_and_cancels(run) -> None:
 
 def test_a_late_acceptance_names_the_side_that_was_late() -> None:
     """The controller's acceptance stamp (its clock) against the start stamp: taken late by the
-    controller, or taken in time and its answer read late here (a loaded executor process)."""
+    controller, or not said (or said on another clock: only the late reading here is known).
+    Taken in time is not late at all (``test_acceptance_read_late.py``)."""
     from mj_manipulator_ros.ros.arm_client import late_acceptance_text
 
     stamp = 100.0
     controller = late_acceptance_text(stamp, 99.75, 100.08, 100.09, 0.25, 0.01)
-    here = late_acceptance_text(stamp, 99.75, 99.80, 100.09, 0.25, 0.01)
     unknown = late_acceptance_text(stamp, 99.75, None, 100.09, 0.25, 0.01)
     # stamped on another clock (the simulator's rclpy servers on sim time stamp the wall time)
     elsewhere = late_acceptance_text(stamp, 99.75, 1.7e9, 100.09, 0.25, 0.01)
@@ -202,11 +202,10 @@ def test_a_late_acceptance_names_the_side_that_was_late() -> None:
     assert controller.startswith("goal accepted 90.0 ms after the start stamp (sent at -250.0 ms")
     assert "taken by the controller at +80.0 ms on its clock: the controller took it late" \
         in controller and "read here at +90.0 ms" in controller
-    assert "at -200.0 ms on its clock, in time: its answer was read here late" in here
     assert "did not say" in unknown
     assert all("a time not on this clock" in t for t in (elsewhere, before_sent))
     assert "took it late" not in elsewhere and "read here late" not in before_sent
-    assert all("start_lead_s above 0.25 s" in t for t in (controller, here, unknown, elsewhere))
+    assert all("start_lead_s above 0.25 s" in t for t in (controller, unknown, elsewhere))
 
 
 def test_late_acceptance_allowed_when_configured(run) -> None:

@@ -239,11 +239,19 @@ class ExecutionReport:
             elif self.start_stamp is not None and r.goal_sent_at is not None:
                 watched = " (NOT WATCHED: no joint state of every joint arrived while it ran)"
             measured = _measured_stop(r)
+            read_late = ""
+            if (self.start_stamp is not None and r.accepted_at is not None
+                    and r.taken_at is not None and r.taken_at <= self.start_stamp < r.accepted_at):
+                read_late = (f" (its acceptance read here {(r.accepted_at - self.start_stamp) * 1e3:.1f}"
+                             f" ms after the start stamp, this process busy; taken by the controller"
+                             f" {(self.start_stamp - r.taken_at) * 1e3:.1f} ms before it, on its "
+                             "clock: it started in time)")
             lines.append(f"  {arm}: {r.status.value}"
                          + (f" ({r.stop.value} stop{measured})" if r.stop is not None else
                             f" (held by its controller{measured})" if measured else "")
                          + (f" error_code={r.error_code}" if r.error_code else "")
-                         + (f" {r.error_string}" if r.error_string else "") + watched + extra)
+                         + (f" {r.error_string}" if r.error_string else "") + watched + read_late
+                         + extra)
         return "\n".join(lines)
 
 

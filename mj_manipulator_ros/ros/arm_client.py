@@ -303,8 +303,8 @@ class ArmRun:
         self._set(accepted_at=read, status=ArmStatus.UNCONFIRMED_STOP,
                   taken_at=taken_stamp(taken_ns * 1e-9 if taken_ns else None,
                                        self.out.goal_sent_at, read, s.max_clock_offset_s))
-        late = self.out.accepted_at - stamp.seconds
-        if late > 0 and not s.allow_late_acceptance:
+        if acceptance_lateness(stamp.seconds, self.out.taken_at, read) > 0 \
+                and not s.allow_late_acceptance:
             self._fail(FailureReason.LATE_ACCEPTANCE, late_acceptance_text(
                 stamp.seconds, self.out.goal_sent_at, taken_ns * 1e-9 if taken_ns else None,
                 self.out.accepted_at, s.start_lead_s, s.max_clock_offset_s))
@@ -563,14 +563,25 @@ def taken_stamp(taken_s: Optional[float], sent_s: float, read_s: float,
     return taken_s
 
 
+def acceptance_lateness(stamp_s: float, taken_s: Optional[float], read_s: float) -> float:
+    """How long after the start stamp the controller had its goal (s; > 0: late).
+
+    The controller's own acceptance stamp when it is on the controllers' clock (``taken_s``
+    from :func:`taken_stamp`): a goal it took before the stamp starts at the stamp, however
+    late its answer is read here (this process busy): nothing is late but the reading. Without
+    one, the time the answer was read here (``read_s``): the controller took it no later."""
+    return (read_s if taken_s is None else taken_s) - stamp_s
+
+
 def late_acceptance_text(stamp_s: float, sent_s: float, taken_s: Optional[float],
                          read_s: float, lead_s: float, max_offset_s: float) -> str:
     """Why a goal's acceptance came after its start stamp, from the times the executor knows
     (s on the controllers' clock): the stamp, when the goal was sent, when the controller took
     it (the acceptance's own stamp, on the controller's clock; None: not given) and when its
-    answer was read here. Names the side that was late: the controller taking the goal, or
-    this process reading the answer. An acceptance stamp on another clock
-    (:func:`taken_stamp`) is said and not used."""
+    answer was read here. Says when the controller took it (after the stamp: a goal taken in
+    time is not late, :func:`acceptance_lateness`), or that it did not say, or said it on
+    another clock (:func:`taken_stamp`: said and not used); the late reading here is then all
+    that is known."""
     def ms(t: float) -> str:   # relative to the stamp
         return f"{(t - stamp_s) * 1e3:+.1f} ms"
     text = (f"goal accepted {(read_s - stamp_s) * 1e3:.1f} ms after the start stamp (sent at "
@@ -580,12 +591,9 @@ def late_acceptance_text(stamp_s: float, sent_s: float, taken_s: Optional[float]
     elif taken_stamp(taken_s, sent_s, read_s, max_offset_s) is None:
         text += (f"taken by the controller at a time not on this clock (its acceptance stamp is "
                  f"{taken_s - stamp_s:+.3f} s from the start stamp)")
-    elif taken_s > stamp_s:
+    else:   # (taken in time is not late: :func:`acceptance_lateness`)
         text += (f"taken by the controller at {ms(taken_s)} on its clock: the controller took it "
                  "late (busy, or the goal reached it late)")
-    else:
-        text += (f"taken by the controller at {ms(taken_s)} on its clock, in time: its answer was "
-                 "read here late (this process busy, or the answer slow to arrive)")
     return (text + f", read here at {ms(read_s)}); the arms would not start together (raise "
             f"execution.start_lead_s above {lead_s} s)")
 
