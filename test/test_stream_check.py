@@ -62,6 +62,35 @@ def test_a_clock_step_is_named_as_one_and_is_not_a_hole(step, seed) -> None:
     assert S.largest_hole(stamped, received, RATE, steps).length_s < 0.02
 
 
+def stalled(received: np.ndarray, t0: float, length: float) -> np.ndarray:
+    """``received`` with the receiver stalled from ``t0`` for ``length`` s: every message due
+    then arrives at the end, in order."""
+    out = received.copy()
+    held = (out >= t0) & (out < t0 + length)
+    out[held] = t0 + length + np.arange(held.sum()) * 1e-5
+    return np.maximum.accumulate(out)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.02, 0.1])
+@pytest.mark.parametrize("step", [0.05, -0.05])
+def test_a_step_is_measured_whole_when_the_receiver_stalls_longer_than_a_side_after_it(
+        step, delay) -> None:
+    """CI, stop 53: the rehearsal's receiver stalled about 0.5 s just after a -50 ms step;
+    measured over 50 messages each side the step read -90 ms, and the 40 ms error taken out
+    read as 7 more steps and a 110 ms hole. Steps every 2 s, as that rehearsal injected them;
+    stalls of 0.6 s (longer than ``SIDE`` messages) starting ``delay`` s after each."""
+    stamps, received = stream(seconds=4.0, seed=7)
+    stamped = stamps.copy()
+    for k in (100, 300):
+        stamped[k:] += step
+        received = stalled(received, stamps[k] + delay, 0.6)
+    assert ((received - stamps)[100:170] > 0.4).any()         # the stall did happen
+    steps = S.clock_steps(stamped, received, 0.01)
+    assert sorted(c.index for c in steps) == [100, 300], steps
+    assert [c.step_s for c in steps] == pytest.approx([step, step], abs=0.006)
+    assert S.largest_hole(stamped, received, RATE, steps).missing == 0
+
+
 def test_steps_that_add_up_are_each_found() -> None:
     stamps, received = stream(seconds=6.0, seed=5)
     stamped = stamps.copy()

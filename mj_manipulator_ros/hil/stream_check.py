@@ -88,13 +88,20 @@ def clock_steps(stamps: np.ndarray, received: np.ndarray, threshold: float,
     sign flipped so that a controller clock stepping forward is positive.
 
     A late delivery only ever raises that latency, so its least value over a stretch of
-    messages moves only when the clock steps. For each message k with at least ``side``
-    messages on either side: the least latency from k on minus the least before k. A clock
-    stepping forward lowers it from its step on: the change is the step for every k up to the
-    step (the step is the last of them); stepping back raises it from the step on (the first).
-    Its size is measured over ``side`` messages each side of it, and its place refined to the
-    stamp interval nearest one period plus the step; it is taken out and the next one looked
-    for. Empty when the clock did not step."""
+    messages moves only when the clock steps. **Where**: for each message k with at least
+    ``side`` messages on either side, the least latency from k on minus the least before k. A
+    clock stepping forward lowers it from its step on: the change is the step for every k up to
+    the step (the step is the last of them); stepping back raises it from the step on (the
+    first). A clock step moves the stamps too (the controller's own clock, which no receiver
+    stall blurs), unless its loop is paced by the stepped clock: it is placed on the stamp
+    interval off the period by more than ``threshold`` nearest k (within ``side`` messages of
+    that stretch of k; of two as near, the one nearer one period plus its size there); without
+    one, where the latency changed. **How
+    far**: the least latency of the whole stretch after it (up to the next such interval or
+    step) minus that of the stretch before it; a stretch outlasts a receiver stall where
+    ``side`` messages need not (CI, stop 53: a 0.5 s stall after a -50 ms step measured it
+    -90 ms over 50 messages, and the error taken out read as steps and a hole). Then it is
+    taken out and the next one looked for. Empty when the clock did not step."""
     n = stamps.size
     if n < 2 * side:
         return []
@@ -103,6 +110,8 @@ def clock_steps(stamps: np.ndarray, received: np.ndarray, threshold: float,
     steps: list[ClockStep] = []
     ks = np.arange(side, n - side + 1)
     period = float(np.median(np.diff(s)))
+    off = np.diff(s) - period                   # off[i]: the interval ending at message i + 1
+    breaks = np.flatnonzero(np.abs(off) > threshold) + 1    # messages after an odd interval
     for _ in range(max_steps):
         before = np.minimum.accumulate(lat)[ks - 1]             # least of lat[:k]
         after = np.minimum.accumulate(lat[::-1])[::-1][ks]      # least of lat[k:]
@@ -113,15 +122,18 @@ def clock_steps(stamps: np.ndarray, received: np.ndarray, threshold: float,
         j = int(np.argmax(np.abs(change)))
         plateau = np.abs(change - change[j]) <= 0.5 * threshold   # as large, within jitter
         # forward: the plateau's last k; back: its first
-        k = int(ks[np.flatnonzero(plateau)[-1 if change[j] < 0 else 0]])
-        # its size over ``side`` messages each side (another step further on is not in it)
-        step = -float(lat[k:k + side].min() - lat[k - side:k].min())
+        span = ks[np.flatnonzero(plateau)]
+        k = int(span[-1 if change[j] < 0 else 0])
+        local = -float(lat[k:k + side].min() - lat[k - side:k].min())   # its size near k
+        near = breaks[(breaks >= max(span[0] - side, 1)) & (breaks < min(span[-1] + side, n))
+                      & ~np.isin(breaks, [c.index for c in steps])]
+        if near.size:   # the nearest; of two as near, the one closer to the size
+            k = int(min(near, key=lambda b: (abs(b - k), abs(off[b - 1] - local))))
+        bounds = np.array([*breaks, *(c.index for c in steps), 0, n])
+        lo, hi = int(bounds[bounds < k].max()), int(bounds[bounds > k].min())
+        step = -float(lat[k:hi].min() - lat[lo:k].min())
         if abs(step) <= threshold:
             break
-        # where exactly: late deliveries blur the latency around it, but not the stamps (the
-        # controller's own clock): the stamp interval nearest one period plus the step
-        lo, hi = max(k - side, 1), min(k + side, n)
-        k = lo + int(np.argmin(np.abs(np.diff(s[lo - 1:hi]) - period - step)))
         steps.append(ClockStep(step, float(s[k]), k))
         lat[k:] += step
     return sorted(steps, key=lambda c: -abs(c.step_s))
