@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from factories import make_plan
+from factories import PROCESS_LEAD_S, make_plan
 from mj_manipulator_ros.core.plan_io import save_plan
 
 CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
@@ -28,7 +28,8 @@ def write_inputs(tmp_path: Path, duration: float, arms=("left", "right")) -> tup
                                          for k in range(3)}} for a in arms],
               # scripted controllers publish no joint states: no start-state or clock check;
               # no scene to replay in: the pre-flight check turned off, explicitly
-              "execution": {"server_wait_s": 15.0, "start_lead_s": 0.3, "start_tolerance_rad": 0.0,
+              "execution": {"server_wait_s": 15.0, "start_lead_s": PROCESS_LEAD_S,
+                            "start_tolerance_rad": 0.0,
                             "max_clock_offset_s": 0.0, "preflight_check": False}}
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))

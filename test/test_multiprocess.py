@@ -186,7 +186,7 @@ def test_frozen_controller_process_is_detected(processes, ros, scripted) -> None
     import os
     import threading
 
-    from factories import make_config, make_plan
+    from factories import PROCESS_LEAD_S, make_config, make_plan
     from mj_manipulator_ros.core.report import ArmStatus
     from mj_manipulator_ros.core.sync import FailureReason
     from mj_manipulator_ros.ros.executor import MultiArmExecutor
@@ -196,7 +196,7 @@ def test_frozen_controller_process_is_detected(processes, ros, scripted) -> None
                       "--behavior", "never_finish"])
     scripted({"right": "never_finish"})
     config = make_config(("left", "right"), feedback_timeout_s=0.3, cancel_wait_s=0.5,
-                         server_wait_s=20.0)
+                         server_wait_s=20.0, start_lead_s=PROCESS_LEAD_S)
     frozen = {}
     try:
         with MultiArmExecutor(config, context=ros.context) as ex:
