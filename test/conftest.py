@@ -175,6 +175,25 @@ class Processes:
             p.reader.join(timeout=10)
             p.stdout.close()
             p.stderr.close()
+            _print_stderr_tail(p)
+
+
+def _print_stderr_tail(p, lines: int = 40) -> None:
+    """The last lines of a process's stderr, printed at teardown: pytest shows them with a
+    failed test's report (a child that exited 1 under load says why there, not nowhere)."""
+    import queue
+
+    rest = []
+    while True:
+        try:
+            line = p.lines.get_nowait()
+        except queue.Empty:
+            break
+        if line is not None:
+            rest.append(line)
+    text = "".join((p.stderr_seen + rest)[-lines:])
+    print(f"--- stderr of {' '.join(map(str, p.args))[:160]} (pid {p.pid}, exit {p.returncode}), "
+          f"last {lines} lines ---\n{text}", flush=True)
 
 
 def _default_sigint() -> None:
