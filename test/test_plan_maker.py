@@ -54,3 +54,24 @@ def test_arms_too_close_for_any_wave_are_refused_by_name(tmp_path) -> None:
     config = config_from_mapping(tiny_mapping(tmp_path, separation=0.03))
     with pytest.raises(PlanMakerError, match=r"no collision-free wave: .* collides .*hil.plans"):
         wave_plan(config, scene_checker(config))
+
+
+def test_the_openarm_wave_tool_refuses_another_robot_naming_make_plan(tmp_path) -> None:
+    """tools/make_wave_plan.py writes the OpenArm's shipped wave (7 joints per arm, hard-coded
+    offsets); another robot's configuration is refused by name, nothing written (it crashed
+    with "arm ''", issue 42)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(tiny_mapping(tmp_path, arms=("a", "b", "c"))))
+    out = tmp_path / "wave.yaml"
+    tool = Path(__file__).resolve().parents[1] / "tools" / "make_wave_plan.py"
+    run = subprocess.run([sys.executable, str(tool), "--config", str(config), "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "make-plan --config" in run.stderr and "'a': 2" in run.stderr, run.stderr
+    assert not out.exists()

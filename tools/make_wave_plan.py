@@ -4,7 +4,8 @@ From the crossing plan's ready pose (the simulator's initial pose), each arm ope
 and elbow away from the other arm and returns, twice, on one 10 ms grid (4 rest-to-rest moves
 of 1.5 s). Unlike the crossing plan it is collision-free with either arm running alone, so
 bring-up stage 4 has a plan to run per arm; the script checks that (and the synchronized
-replay) before writing. Usage: ``.venv/bin/python tools/make_wave_plan.py``
+replay) before writing. Usage: ``.venv/bin/python tools/make_wave_plan.py``. The OpenArm's only:
+another robot's configuration is refused, naming ``mj-manipulator-ros make-plan`` (any robot).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "config/plans/openarm_wave.yaml"))
     args = parser.parse_args()
     config = load_config(args.config)
+    shape = {a.name: len(a.joint_names) for a in config.arms}
+    if shape != {"left": OPEN.size, "right": OPEN.size}:
+        raise SystemExit(f"tools/make_wave_plan.py makes the OpenArm pair's shipped wave (arms "
+                         f"'left' and 'right', {OPEN.size} joints each); {args.config} has "
+                         f"{shape}. For any robot: mj-manipulator-ros make-plan --config "
+                         f"{args.config} --out PLAN.yaml")
     ready = {a: t.positions[0] for a, t in
              load_plan(ROOT / "config/plans/openarm_crossing.yaml").arms.items()}
     n = int(round(SEGMENT_S / DT)) + 1
