@@ -51,7 +51,10 @@ class SceneConfig:
         "doc": "m: the farthest a collision point may travel in one physics step (link_gap cap)",
         "min": 1e-6})
     option: SceneOption = SceneOption()
-    floor: bool = True
+    floor: bool = field(default=True, metadata={
+        "doc": "add a 6 m x 6 m ground plane at z = 0 under the models (checked for collisions "
+               "like any geom of the scene); false when the model brings its own ground "
+               "(init-config decides: a plane, or a world-fixed geom with its top at z = 0)"})
     initial_positions: Mapping[str, float] = field(default_factory=dict)
     allowed_collisions: tuple[Mapping[str, str], ...] = field(default=(), metadata={
         "doc": "[{a: BODY, b: BODY, reason: TEXT}]: pairs the replay check skips, added to the "
