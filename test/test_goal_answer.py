@@ -32,8 +32,12 @@ def test_an_answer_after_accept_wait_fails_no_response_and_the_late_goal_is_canc
     assert (f.arm, f.reason) == ("left", FailureReason.NO_RESPONSE), report.summary()
     assert f"no accept/reject within {ACCEPT_WAIT_S} s of sending the goal" in f.error_string
     left, right = report.arms["left"], report.arms["right"]
-    # answered (accepted) within cancel_wait_s: then canceled, and the stop confirmed
-    assert left.accepted_at is not None and left.accepted_at - left.goal_sent_at >= 1.0, left
+    # answered (accepted) after the executor stopped waiting, within cancel_wait_s: then
+    # canceled, and the stop confirmed. (Not ">= the 1.0 s delay": the executor reads sim time
+    # from /clock as delivered, 4 ms coarse and late under load; beside a busy loop the delay
+    # read 0.996 s. The delay is the test's own figure; the premise is the late answer.)
+    assert left.accepted_at is not None \
+        and left.accepted_at - left.goal_sent_at > ACCEPT_WAIT_S, left
     assert left.stop_confirmed and left.status is not ArmStatus.UNCONFIRMED_STOP, left
     assert right.stop_confirmed and right.status is not ArmStatus.SUCCEEDED, right
 
