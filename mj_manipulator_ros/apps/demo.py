@@ -77,6 +77,13 @@ def combined_trajectory(plan: MultiArmPlan) -> JointTrajectory:
 DEMO_LEAD_S = 0.6
 
 
+#: how long the demo waits for the execution node to answer its goal, s: the node replays the
+#: 1,401-state plan (synchronized and over the stop band) before it accepts, and on a loaded
+#: machine that took over the 20 s this used to be (beside two busy loops the demo then said
+#: "rejected" of a goal accepted later)
+ANSWER_WAIT_S = 180.0
+
+
 class DemoError(MjManipulatorError):
     """The demo could not run its plan (no server, a rejection, no result)."""
 
@@ -132,12 +139,19 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
                 print(f"demo: sending the crossing plan ({plan['left'].times.size} states, "
                       f"{plan.duration:.1f} s, {len(goal.trajectory.joint_names)} joints) to "
                       f"{COMBINED_ACTION}", flush=True)
+                sent = time.monotonic()
                 send = client.send_goal_async(goal)
-                client_exec.spin_until_future_complete(send, timeout_sec=20.0)
+                client_exec.spin_until_future_complete(send, timeout_sec=ANSWER_WAIT_S)
                 handle = send.result()
-                if handle is None or not handle.accepted:
+                if handle is None:
+                    raise DemoError(f"no answer from the execution node within {ANSWER_WAIT_S:g} "
+                                    "s of sending the crossing plan (its pre-flight replay "
+                                    "comes first)")
+                if not handle.accepted:
                     raise DemoError("the execution node rejected the crossing plan (its log "
                                     "above says why)")
+                print(f"demo: accepted {time.monotonic() - sent:.1f} s after sending (the "
+                      "execution node's pre-flight replay first)", flush=True)
                 result = handle.get_result_async()
                 deadline = time.monotonic() + plan.duration * 3 + 30
                 while not result.done() and time.monotonic() < deadline:
