@@ -19,6 +19,14 @@ from test_execution_watch import swing_plan
 from tiny_arm import tiny_config
 
 
+#: the stamps' lead here, s. The left arm's thread is held (up to 0.1 s) inside the speed
+#: change while the stop is requested; the stop's stamp is fixed then, and that thread sends the
+#: speed change's goal, reads its answer and only then the stop's goal, all within the lead, its
+#: every call traced. On a loaded machine the stop's goal reached the simulator 0.67 s after the
+#: request, past its own end at the default 0.25 s (rejected: "trajectory ends in the past")
+CHAINED_LEAD_S = 1.0
+
+
 def _clearing_line() -> int:
     """The line of ``ArmRun._replace_goal`` that clears the request it has read."""
     lines, first = inspect.getsourcelines(ArmRun._replace_goal)
@@ -32,7 +40,8 @@ def test_a_stop_requested_while_a_speed_change_is_taken_stops_every_arm(tiny_sim
     the controlled stop (regression: the left arm's stop was overwritten, it ran the slowed
     plan to its end while the right arm stopped: the arms apart in plan time)."""
     tiny_sim()
-    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    config = tiny_config(tmp_path, execution={"use_sim_time": True,
+                                              "start_lead_s": CHAINED_LEAD_S}).executor
     code, line = ArmRun._replace_goal.__code__, _clearing_line()
     fired, stop_done, outcome = threading.Event(), threading.Event(), {}
     executor = MultiArmExecutor(config, context=ros.context)
