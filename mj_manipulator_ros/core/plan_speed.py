@@ -278,7 +278,7 @@ class PlanSpeed:
             if arm in held:
                 continue
             self._goals[arm] = RunningGoal(ramp.trajectories[arm], goal_stamp.seconds)
-            run.request_retime(ramp.trajectories[arm], goal_stamp, kind)
+            run.request_retime(ramp.trajectories[arm], goal_stamp, kind, stamp.seconds)
 
 
 def _travel(plan: MultiArmPlan, s_from: float, s_to: float) -> dict[str, float]:

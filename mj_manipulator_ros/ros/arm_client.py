@@ -45,6 +45,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
+from mj_manipulator_ros.core.goal_handover import HandoverJump, handover_jump
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus, StopKind
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
@@ -64,6 +65,11 @@ WALL_BACKSTOP_S = 10.0
 #: How many ready callbacks :meth:`ArmChannel.read_delivered` serves, at most (each
 #: ``spin_once(0)`` serves one; a result, a cancel answer and a few feedback messages).
 DELIVERED_SPINS = 8
+
+#: replacement goals that bring the arm to rest: taken late (a jump, ``core/goal_handover.py``),
+#: the arm's report says so and the ramp goes on (a cancel would hold the arm where it is, from
+#: full speed); any other replacement taken late fails the execution, ``late_acceptance``
+RAMPS_TO_REST = ("stop", "pause")
 
 FeedbackHook = Callable[[str, FollowJointTrajectory.Feedback], None]
 
@@ -191,7 +197,8 @@ class ArmRun:
     _watch: Optional["LivenessWatch"] = None
     _handle: object = None           # the accepted goal's handle, once known
     _result_future: object = None
-    _retime: Optional[tuple] = None  # (trajectory, stamp, kind) to replace the running goal with
+    #: (trajectory, stamp, kind, departs_s) to replace the running goal with
+    _retime: Optional[tuple] = None
     #: written by any thread, taken by the arm's: a request is never lost between the two
     _retime_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     retimes: int = 0                 # goals replaced by a speed change
@@ -204,6 +211,8 @@ class ArmRun:
     _end_requested: bool = False
     #: every goal sent, with its send time on the controllers' clock (s): for the records
     sent: list = field(default_factory=list)
+    #: the goal the controller runs (or holds the end of): (trajectory, start stamp in s)
+    _running: Optional[tuple] = None
 
     def __post_init__(self) -> None:
         arm = self.channel.arm
@@ -212,12 +221,16 @@ class ArmRun:
         self._to_model = ({w: m for m, w in self._to_wire.items()} if self._to_wire else None)
 
     def request_retime(self, trajectory: ArmTrajectory, stamp: StartStamp,
-                       kind: str = "speed") -> None:
+                       kind: str = "speed", departs_s: Optional[float] = None) -> None:
         """Replace the running goal by ``trajectory`` from ``stamp`` (a speed change, a
-        controlled stop, a pause or a resume: ``kind``). Any thread: the arm's own thread sends
-        it, at its next wake-up."""
+        controlled stop, a pause or a resume: ``kind``). ``departs_s``: where it departs from
+        the running goal (its ramp's start, s on the controllers' clock; default the stamp): a
+        controller that takes it later jumps (``core/goal_handover.py``) and the execution
+        fails, ``late_acceptance``. Any thread: the arm's own thread sends it, at its next
+        wake-up."""
         with self._retime_lock:
-            self._retime = (trajectory, stamp, kind)
+            self._retime = (trajectory, stamp, kind,
+                            stamp.seconds if departs_s is None else departs_s)
         self.channel.wake()
 
     def request_end(self) -> None:
@@ -286,6 +299,7 @@ class ArmRun:
             return
 
         goal.trajectory.header.stamp = time_msg(stamp)
+        self._running = (self.trajectory, stamp.seconds)
         self._set(goal_sent_at=self.now())
         self.sent.append((self.out.goal_sent_at, goal))
         handle = self._send_goal(goal, "goal")
@@ -410,10 +424,11 @@ class ArmRun:
         Returns (its result future, its stamp in s), or None after failing the scope."""
         ch, s = self.channel, self.settings
         with self._retime_lock:   # one step: a request made meanwhile stays for the next turn
-            trajectory, stamp, kind = self._retime
+            trajectory, stamp, kind, departs = self._retime
             self._retime = None
         goal = self._goal(trajectory, stamp)
-        self.sent.append((self.now(), goal))
+        sent_at = self.now()
+        self.sent.append((sent_at, goal))
         # a retimed goal, once accepted, is the goal running (it preempts the old one at the
         # controller): never answered, run() still cancels the old goal (it may be the one)
         handle = self._send_goal(goal, "retimed goal")
@@ -429,6 +444,21 @@ class ArmRun:
         self.duration_s = trajectory.duration
         self.goal_kind = kind
         self.retimes += 1
+        read = self.now()
+        taken_ns = time_ns(handle.stamp)
+        taken = taken_stamp(taken_ns * 1e-9 if taken_ns else None, sent_at, read,
+                            s.max_clock_offset_s)
+        if acceptance_lateness(departs, taken, read) > 0 and not s.allow_late_acceptance \
+                and not self.scope.canceled and self._running is not None:
+            jump = handover_jump(self._running, (trajectory, stamp.seconds),
+                                 read if taken is None else taken, trajectory.joint_names)
+            text = late_handover_text(kind, departs, sent_at, taken, read, jump, s.start_lead_s)
+            if kind in RAMPS_TO_REST:   # said; a cancel now would stop harder than the ramp
+                self._set(error_string=f"{self.out.error_string}; {text}"
+                          if self.out.error_string else text)
+            else:
+                self._fail(FailureReason.LATE_ACCEPTANCE, text)
+        self._running = (trajectory, stamp.seconds)
         if self.scope.canceled:
             return None   # run() cancels the goal just adopted on the way out
         # the replaced goal ends preempted: its result is not this arm's outcome
@@ -596,6 +626,20 @@ def late_acceptance_text(stamp_s: float, sent_s: float, taken_s: Optional[float]
                  "late (busy, or the goal reached it late)")
     return (text + f", read here at {ms(read_s)}); the arms would not start together (raise "
             f"execution.start_lead_s above {lead_s} s)")
+
+
+def late_handover_text(kind: str, departs_s: float, sent_s: float, taken_s: Optional[float],
+                       read_s: float, jump: HandoverJump, lead_s: float) -> str:
+    """Why a replacement goal (``kind``) was taken late: times relative to where it departs
+    from the running goal (its ramp's start, s on the controllers' clock), and the jump."""
+    def ms(t: float) -> str:
+        return f"{(t - departs_s) * 1e3:+.1f} ms"
+    when = (f"taken by the controller at {ms(taken_s)} on its clock" if taken_s is not None
+            else f"its acceptance read here at {ms(read_s)} (the controller did not say when "
+                 "it took it on this clock)")
+    return (f"{kind} goal taken after its ramp began ({when}, sent at {ms(sent_s)}, relative "
+            f"to the ramp's start): the controller joined it there and {jump.text()} (raise "
+            f"execution.start_lead_s above {lead_s} s, or make the goals shorter)")
 
 
 def gate_wait_s(s: ExecutionSettings) -> float:
