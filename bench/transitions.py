@@ -65,7 +65,8 @@ class DirectRun:
         kind, ticket = self.tickets[-1] if self.tickets else (None, None)
         return kind == "pause" and ticket.done.is_set() and ticket.outcome == "succeeded"
 
-    def request_retime(self, trajectory, stamp: StartStamp, kind: str) -> None:
+    def request_retime(self, trajectory, stamp: StartStamp, kind: str,
+                       departs_s: float | None = None) -> None:
         self.tickets.append((kind, self.rehearsal.submit(self.arm, trajectory,
                                                          stamp.seconds)))
 
