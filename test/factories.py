@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from mj_manipulator_ros.core.config import config_from_mapping
@@ -45,3 +47,15 @@ def make_plan(arms=("left", "right"), joints: int = 3, duration: float = 1.0, po
         out[a] = ArmTrajectory(tuple(f"{a}_j{k}" for k in range(joints)), t, phase * amp,
                                vel if velocities else None)
     return MultiArmPlan(out)
+
+
+def wait_for_plan_time(executor, plan_time: float, limit_s: float = 20.0) -> bool:
+    """Block until the running execution's plan clock has passed ``plan_time`` (s from its
+    start stamp, on the executor's clock), or ``limit_s`` of wall time; True when it did."""
+    deadline = time.monotonic() + limit_s
+    while executor.current_stamp is None or \
+            executor.now() < executor.current_stamp.seconds + plan_time:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True

@@ -13,6 +13,7 @@ from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus, StopKind
 from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from bag_reader import read_bag
+from factories import wait_for_plan_time
 from tiny_arm import tiny_config
 
 
@@ -103,7 +104,6 @@ def test_one_speed_for_every_arm(tiny_sim, ros, tmp_path) -> None:
     time, the recording replays clear, and the timeouts follow the slower plan (a 1.0 x duration
     + 0.5 s budget would end a half-speed run early)."""
     import threading
-    import time as _time
 
     from mj_manipulator_ros.check.preflight import scene_checker
     from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
@@ -117,10 +117,7 @@ def test_one_speed_for_every_arm(tiny_sim, ros, tmp_path) -> None:
         changed = {}
 
         def slow_down() -> None:
-            deadline = _time.monotonic() + 20
-            while (executor.current_stamp is None or executor.now() < executor.current_stamp.seconds + 0.8) \
-                    and _time.monotonic() < deadline:
-                _time.sleep(0.005)
+            wait_for_plan_time(executor, 0.8)
             changed["ok"] = executor.set_speed(0.5)
         t = threading.Thread(target=slow_down)
         t.start()
@@ -275,11 +272,7 @@ def test_rapid_speed_changes_keep_the_arms_on_the_plans_clock(tiny_sim, ros, tmp
     asked = []
     with MultiArmExecutor(config, context=ros.context) as executor:
         def flap() -> None:
-            deadline = _time.monotonic() + 20
-            while (executor.current_stamp is None or
-                   executor.now() < executor.current_stamp.seconds + 0.5) \
-                    and _time.monotonic() < deadline:
-                _time.sleep(0.005)
+            wait_for_plan_time(executor, 0.5)
             for k in range(20):
                 asked.append(executor.set_speed(0.5 if k % 2 == 0 else 1.0))
                 _time.sleep(0.05)

@@ -9,7 +9,6 @@ an independent evaluation of the two goals' splines."""
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus
 from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from factories import wait_for_plan_time
 from tiny_arm import swing, tiny_config
 
 LEAD_S = 0.3
@@ -38,11 +38,7 @@ def run_with_a_slow_handover(tiny_sim, ros, tmp_path, delay: float, act: str,
         asked = []
 
         def act_later() -> None:
-            deadline = time.monotonic() + 20
-            while (executor.current_stamp is None or
-                   executor.now() < executor.current_stamp.seconds + 1.0) \
-                    and time.monotonic() < deadline:
-                time.sleep(0.005)
+            wait_for_plan_time(executor, 1.0)
             sim.set_faults("right", accept_delay_s=delay)
             asked.append(executor.set_speed(0.5) if act == "speed"
                          else executor.stop("operator stop (test)"))

@@ -23,6 +23,7 @@ from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from mj_manipulator_ros.sim.sim_clock import SimClock
 from mj_manipulator_ros.sim.sim_node import SimNode
+from factories import wait_for_plan_time
 from tiny_arm import swing, tiny_config, tiny_mapping
 
 CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
@@ -121,11 +122,7 @@ def _swing_with_a_stall(ros, tmp_path, stall_s: float, max_lag_s: float):
     try:
         with MultiArmExecutor(cfg.executor, context=ros.context) as executor:
             def stall() -> None:
-                deadline = time.monotonic() + 20
-                while (executor.current_stamp is None or
-                       executor.now() < executor.current_stamp.seconds + 1.0) \
-                        and time.monotonic() < deadline:
-                    time.sleep(0.005)
+                wait_for_plan_time(executor, 1.0)
                 with sim.shared.lock:
                     time.sleep(stall_s)
             t = threading.Thread(target=stall)
