@@ -352,3 +352,21 @@ def test_stage_3_stops_at_real_time_whatever_pace_the_rehearsal_runs_at(tmp_path
     paces = [pace(read_bag(p)) for _, p in session.bags]
     stops = paces[0::2]   # each stop, then the move back
     assert len(paces) == 8 and max(stops) <= 1.15, f"a stop ran faster than real time: {paces}"
+
+
+@pytest.mark.slow
+def test_a_jog_whose_goal_never_ran_names_that_not_the_joint(tmp_path) -> None:
+    """The left controller takes every goal 0.8 s after it came (1.6 start leads late): stage
+    2's first jog is accepted after its start stamp and canceled, the arm never follows it. The
+    stage fails saying so, never blaming the joint (regression: 'did not follow (a force limit,
+    a brake)' and 'cannot carry its load', seen on the ALOHA's waist on a loaded machine)."""
+    said = []
+    cfg = faulted_config(tmp_path, {"left": {"accept_delay_s": 0.8}})
+    code = run_hil(str(cfg), sim=True, yes=True, stage=2, force=True,
+                   reason="rehearsing a slow controller", results=str(tmp_path / "r"),
+                   say=said.append)
+    text = "\n".join(said)
+    assert code == 1 and "stage 2 FAILED" in text, text
+    checks = "\n".join(line for line in said if line.lstrip().startswith("["))
+    assert "the jog's goal never ran (late_acceptance)" in checks, text
+    assert "force limit, a brake" not in checks and "cannot carry its load" not in checks, text

@@ -31,10 +31,18 @@ import numpy as np
 from mj_manipulator_ros.core.errors import ExecutionRefusedError, MjManipulatorError
 from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.sync import FailureReason
 from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detail
 from mj_manipulator_ros.hil.motions import WAYPOINTS, toward_middle
 from mj_manipulator_ros.hil.pose_picture import picture_check
 from mj_manipulator_ros.hil.stages import Stage
+
+#: a jog whose execution failed for one of these never had the arm follow its goal (refused,
+#: unanswered, or taken after its start: the executor then cancels it): the joint is not
+#: judged on it, the failure is said as it is (the load, the controller's transport)
+NEVER_RAN = (FailureReason.GOAL_REJECTED, FailureReason.SERVER_UNAVAILABLE,
+             FailureReason.NO_RESPONSE, FailureReason.LATE_ACCEPTANCE,
+             FailureReason.CLOCK_UNAVAILABLE)
 
 if TYPE_CHECKING:  # the session imports rclpy
     from mj_manipulator_ros.hil.session import HilSession
@@ -93,6 +101,15 @@ class _Jogger:
                                  f"{str(exc).splitlines()[0]}"))
                 break
             after = self.rest()
+            f = report.first_failure
+            if not report.succeeded and f is not None and f.reason in NEVER_RAN:
+                # the goal never took the arm: its stay says nothing about the joint
+                out.append(check(st, "jog_response", subject, None,
+                                 f"the jog's goal never ran ({f.reason.value}): the joint was not "
+                                 f"judged, nothing about it is known: {report_detail(report)}"))
+                if leg == 0:
+                    out.extend(self._move_back(arm, subject, after[arm][0], start[arm]))
+                break
             error = np.abs(after[arm][0] - q1)
             k = int(np.argmax(error))
             held = error[k] <= st.check("jog_position_error").threshold
