@@ -73,15 +73,16 @@ class JointStateMonitor:
         self._diffs: dict[str, collections.deque] = collections.defaultdict(
             lambda: collections.deque(maxlen=400))
         names = names or {}
+        self._node = node
+        #: called with (names, positions, header stamp, receipt time, velocities) for every
+        #: message, in the spinning thread (the execution watch); must be quick. Set before
+        #: subscribing: the node is already spun, a message can come at once
+        self.listener: Optional[Callable[[Sequence[str], Sequence[float], float, float,
+                                          Sequence[float]], None]] = None
         self._subs = [node.create_subscription(
             JointState, topic, _taking_info(self._on_msg) if not _renames(names.get(topic))
             else _taking_info(functools.partial(self._on_renamed, dict(names[topic]))), 50)
             for topic in sorted(set(topics))]
-        self._node = node
-        #: called with (names, positions, header stamp, receipt time, velocities) for every
-        #: message, in the spinning thread (the execution watch); must be quick
-        self.listener: Optional[Callable[[Sequence[str], Sequence[float], float, float,
-                                          Sequence[float]], None]] = None
 
     def _on_renamed(self, model_names: Mapping[str, str], msg: JointState,
                     info: Optional[Mapping] = None) -> None:
