@@ -21,7 +21,6 @@ largest joint travel from the cancel to rest (rad or m).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -30,9 +29,9 @@ import numpy as np
 from mj_manipulator_ros.core.execution_watch import MIN_SPEED
 from mj_manipulator_ros.core.interpolation import nearest_plan_time, sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
-from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig
+from mj_manipulator_ros.sim.trial import positions, start_pose, step_until, submit
 
 #: after the cancel, the time the arm is given to come to rest (simulated), s
 SETTLE_S = 0.5
@@ -119,13 +118,7 @@ def measure_hold(config: SimConfig, plan: MultiArmPlan, requests: Sequence[float
         plan: the plan (validated), over arms of the scene.
         requests: plan times of the cancels, s, within the plan.
     """
-    scene = config.build_scene()
-    start = scene.initial_qpos.copy()
-    for arm, traj in plan.arms.items():
-        binding = scene.arms[arm]
-        order = [list(traj.joint_names).index(j) for j in binding.joint_names]
-        start[binding.qpos_adr] = np.asarray(traj.positions[0])[order]
-    scene = dataclasses.replace(scene, initial_qpos=start)
+    scene = start_pose(config.build_scene(), plan.arms)
     requests = np.asarray(requests, dtype=float)
     run_on = {a: np.empty(requests.size) for a in plan.arm_names}
     travel = {a: np.empty(requests.size) for a in plan.arm_names}
@@ -134,17 +127,17 @@ def measure_hold(config: SimConfig, plan: MultiArmPlan, requests: Sequence[float
         shared = SharedModel(scene, config.sim)
         shared.clock.anchor(0.0)
         stamp = float(shared.data.time) + LEAD_S
-        tickets = {a: _submit(shared, config, a, plan, stamp) for a in plan.arm_names}
-        _step_until(shared, stamp + s)
+        tickets = {a: submit(shared, config, a, plan[a], stamp) for a in plan.arm_names}
+        step_until(shared, stamp + s)
         at_cancel = _positions(shared, plan)
         # the action server's cancel faults, as it applies them: refused, or answered late
         delays = sorted((f.cancel_delay_s, arm) for arm, f in
                         ((a, config.sim.faults.get(a) or ArmFaults()) for a in tickets)
                         if not f.ignore_cancel)
         for delay, arm in delays:
-            _step_until(shared, stamp + s + delay)
+            step_until(shared, stamp + s + delay)
             shared.controllers[arm].cancel(tickets[arm])
-        _step_until(shared, stamp + s + SETTLE_S)
+        step_until(shared, stamp + s + SETTLE_S)
         at_rest = _positions(shared, plan)
         for arm, traj in plan.arms.items():
             travel[arm][k] = float(np.max(np.abs(at_rest[arm] - at_cancel[arm])))
@@ -160,29 +153,6 @@ def measure_hold(config: SimConfig, plan: MultiArmPlan, requests: Sequence[float
     return HoldOvershoot(kinds, requests, run_on, travel, residual)
 
 
-def _submit(shared: SharedModel, config: SimConfig, arm: str, plan: MultiArmPlan, stamp: float):
-    t = plan[arm]
-    rows = lambda a: a.tolist() if a is not None else [[] for _ in t.times]  # noqa: E731
-    req = GoalRequest(t.joint_names, t.times.tolist(), t.positions.tolist(), rows(t.velocities),
-                      rows(t.accelerations), stamp)
-    controller = shared.controllers[arm]
-    reason, goal = check_goal(req, controller.joint_names, float(shared.data.time),
-                              config.sim.tolerances)
-    if reason is not None:
-        raise ValueError(f"arm {arm!r}: the simulated controller rejects the plan: {reason}")
-    return controller.submit(goal)
-
-
-def _step_until(shared: SharedModel, t: float) -> None:
-    while float(shared.data.time) < t - 1e-12:
-        shared.step_cycle()
-
-
 def _positions(shared: SharedModel, plan: MultiArmPlan) -> dict[str, np.ndarray]:
     """Each arm's measured positions in its plan's joint order."""
-    snap = shared.snapshot()
-    out = {}
-    for arm, traj in plan.arms.items():
-        names = list(shared.scene.arms[arm].joint_names)
-        out[arm] = snap.arms[arm].positions[[names.index(j) for j in traj.joint_names]]
-    return out
+    return {arm: positions(shared, arm, traj.joint_names) for arm, traj in plan.arms.items()}
