@@ -73,8 +73,10 @@ def test_the_aloha_of_gym_aloha_from_its_mjcf_to_a_passed_rehearsal(tmp_path, pr
     """A robot we did not model (gym-aloha's ViperX pair, from PyPI; joint names with "/"),
     through the new path only: init-config with the drivers' unprefixed names on per-arm
     topics, make-plan, check-plan refusing a plan into the table, sim + execute, and the
-    rehearsal through stage 6 without --force. The one threshold it needs is set in its
-    configuration (docs/your_robot.md); fewer repetitions (FEWER_REPETITIONS)."""
+    rehearsal through stage 6 without --force, on hil/stages.yaml's thresholds (its
+    controlled stop settles 0.28 s after the ramp: judged against its own model's prediction,
+    not the OpenArm's 0.25 s; before, the test set 0.35 s by hand); fewer repetitions
+    (FEWER_REPETITIONS)."""
     from test_init_config import aloha
     cli = [sys.executable, "-m", "mj_manipulator_ros.cli"]
     config = tmp_path / "aloha.yaml"
@@ -91,9 +93,7 @@ def test_the_aloha_of_gym_aloha_from_its_mjcf_to_a_passed_rehearsal(tmp_path, pr
     assert data["arms"][0]["gripper_joints"] == ["vx300s_left/left_finger",
                                                  "vx300s_left/right_finger"]
     assert data["arms"][0]["gripper_driver_joint_names"] == ["left_finger", "right_finger"]
-    stages = {**FEWER_REPETITIONS, "stop_latency": {
-        **FEWER_REPETITIONS["stop_latency"], "checks": {"controlled_stop_time_error": 0.35}}}
-    data["hil"] = {"stages": stages}
+    data["hil"] = {"stages": FEWER_REPETITIONS}
     config.write_text(yaml.safe_dump(data))
     wave = tmp_path / "wave.yaml"
     run("make-plan", "--config", str(config), "--out", str(wave))

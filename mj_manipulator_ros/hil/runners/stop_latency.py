@@ -14,6 +14,8 @@ from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detail
 from mj_manipulator_ros.hil.motions import one_way, return_to
 from mj_manipulator_ros.hil.stages import Protocol, Stage
+from mj_manipulator_ros.sim.sim_config import sim_config
+from mj_manipulator_ros.sim.stop_settle import predict_stop_settle
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the session imports rclpy
@@ -24,13 +26,16 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
     """Each arm: a cancel at each of ``fractions`` of a one-way motion (latency, and how far
     past the cancel it came to rest, against ``execution.hold_overshoot_s``, which the
     pre-flight gate's stop band assumes), then a controlled stop at each of
-    ``controlled_fractions``: the measured stop against the executor's prediction. With
+    ``controlled_fractions``: the measured stop against the executor's prediction (its settle
+    time predicted on the robot's model, ``sim/stop_settle.py``). With
     --sim the stops run at ``settings.sim_latency_real_time_factor`` (real time): their
     figures are latencies, which a faster simulator would multiply."""
     p = stage.params
     threshold = protocol.settings["speed_threshold_rad_s"]
     hold_bound = session.config.execution.hold_overshoot_s
     pace = protocol.settings["sim_latency_real_time_factor"]
+    # the robot's simulation, for the controlled stop's prediction (faults left out there)
+    model = sim_config(session.config) if "scene" in session.config.extra else None
     out = []
     for arm in session.config.arm_names:
         start = session.pose(arm)
@@ -75,14 +80,24 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
                 # on (the request's own time is this process's reading of the clock)
                 settle = p["settle_rad"]
                 measured_time = A.settle_time(s, record.stamp, settle)
-                predicted_time = A.predicted_settle_time(
+                reference_time = A.predicted_settle_time(
                     plan[arm], record.stamp, record.plan_time_stamp, record.ramp_s, settle)
+                if model is not None:   # the arm's own catch-up, on its model
+                    predicted_time = predict_stop_settle(
+                        model, arm, plan[arm], record.plan_time_stamp, record.ramp_s, settle,
+                        {a: session.pose(a) for a in session.config.arm_names if a != arm})
+                    on = (f"predicted {predicted_time:.3f} s on the robot's model (its "
+                          f"reference stands at {reference_time:.3f} s)")
+                else:
+                    predicted_time = reference_time
+                    on = (f"predicted {predicted_time:.3f} s on the reference (no scene in the "
+                          "configuration: the arm's catch-up is not predicted)")
                 time_error = abs(measured_time - predicted_time)
                 rest, _, _ = sample(plan[arm], [record.plan_time_end])
                 distance_error = float(np.max(np.abs(s.positions[-1] - rest[0]))) \
                     if len(s) else None
-                time_detail = (f"from the ramp's stamp: measured {measured_time:.3f} s, predicted "
-                               f"{predicted_time:.3f} s (ramp {record.ramp_s:.3f} s)")
+                time_detail = (f"from the ramp's stamp: measured {measured_time:.3f} s, {on} "
+                               f"(ramp {record.ramp_s:.3f} s)")
                 travel_detail = (f"at rest at plan time {record.plan_time_end:.3f} s; travel "
                                  f"measured {A.travel_after(s, record.requested_at):.4f}, "
                                  f"predicted {record.travel[arm]:.4f} (from where the reference "
