@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import numpy as np
 import yaml
 
 from mj_manipulator_ros.core.config import load_config
@@ -105,3 +106,42 @@ def test_a_model_without_arms_is_refused_by_name(tmp_path, text, message) -> Non
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and message in done.stdout, done.stdout
     assert not (tmp_path / "c.yaml").exists()
+
+
+def test_the_configuration_names_a_simulated_controller_that_can_drive_each_arm(tmp_path) -> None:
+    """One arm with position servos, one with motors only: init-config writes the position
+    controller for the first and the torque controller (its own torque drive) for the second,
+    and the simulation builds and holds both (regression: no sim section, the default position
+    controller refused the motor arm: 'has no position servo')."""
+    from mj_manipulator_ros.sim.shared_model import SharedModel
+    from mj_manipulator_ros.sim.sim_config import sim_config
+
+    def arm(n: str, x: float) -> str:
+        return (f'<body name="{n}_mount" pos="{x} 0 0.5"><body name="{n}_l1">'
+                f'<joint name="{n}_j1" axis="0 0 1" range="-2 2" damping="1"/>'
+                f'<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="1"/>'
+                f'<body name="{n}_l2" pos="0.3 0 0"><joint name="{n}_j2" axis="0 0 1" '
+                f'range="-2 2" damping="1"/><geom type="capsule" fromto="0 0 0 0.25 0 0" '
+                f'size="0.03" mass="0.5"/></body></body></body>')
+    model = tmp_path / "mixed.xml"
+    model.write_text(
+        "<mujoco><worldbody>" + arm("servo", 0.0) + arm("motor", 1.0) + "</worldbody><actuator>"
+        + "".join(f'<position joint="servo_j{k}" kp="100" kv="5"/>' for k in (1, 2))
+        + "".join(f'<motor joint="motor_j{k}" gear="1" ctrlrange="-50 50"/>' for k in (1, 2))
+        + "</actuator></mujoco>")
+    out = tmp_path / "mixed.yaml"
+    done = subprocess.run([*CLI, str(model), "--out", str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "simulated with the torque controller (motor_j1, motor_j2 without exactly one " \
+        "position servo" in done.stdout, done.stdout
+    written = yaml.safe_load(out.read_text())["sim"]["arms"]
+    assert written == {"servo": {"controller": "position"}, "motor": {"controller": "torque"}}
+    shared = SharedModel.from_config(sim_config(load_config_with_model(out)))
+    start = shared.snapshot()
+    for _ in range(250):   # half a second: every arm held where it started
+        shared.step_cycle()
+    end = shared.snapshot()
+    for a in ("servo", "motor"):
+        drift = np.max(np.abs(end.arms[a].positions - start.arms[a].positions))
+        assert drift < 1e-3, (a, drift)

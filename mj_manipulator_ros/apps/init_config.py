@@ -2,7 +2,9 @@
 
 From the MJCF alone (``model/robot_finder.py``): the arms and their joints, the joints' ranges
 as their position limits, one velocity limit per arm (``--max-velocity``: MJCF has none), the
-ready pose, the scene (the model itself; no floor where it brings its own ground), and with
+ready pose, the scene (the model itself; no floor where it brings its own ground), the
+simulator's controller per arm (position servos where every joint has one, else the torque
+drive the simulator adds), and with
 ``--driver-names`` the names a driver per arm publishes (each joint's name without its arm's
 common prefix, each arm on its own topics). What it decided is printed, and what the user must
 still check on the real robot. An existing file is never overwritten.
@@ -50,7 +52,9 @@ def config_mapping(found: FoundRobot, model: Path, out: Path, driver_names: bool
                for j, q in zip(a.joints + a.gripper_joints, a.ready + a.gripper_ready)}
     return {"arms": arms,
             "scene": {"models": [{"file": file}], "floor": not found.own_ground,
-                      "initial_positions": initial}}
+                      "initial_positions": initial},
+            # the simulated controller that can drive each arm (model/robot_finder.py)
+            "sim": {"arms": {a.name: {"controller": a.controller} for a in found.arms}}}
 
 
 def to_check(found: FoundRobot, driver_names: bool, max_velocity: float) -> list[str]:

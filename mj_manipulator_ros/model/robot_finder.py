@@ -31,6 +31,7 @@ import mujoco
 import numpy as np
 
 from mj_manipulator_ros.core.errors import ConfigError
+from mj_manipulator_ros.model.arm_binding import ActuatorKind, joint_actuator
 from mj_manipulator_ros.model.collidable import active_geoms
 
 #: a world-fixed geom whose top is within this of z = 0 counts as the model's own ground, m
@@ -51,6 +52,9 @@ class FoundArm:
         ready: the ready pose of ``joints`` (rad or m), (J,).
         gripper_ready: the ready pose of ``gripper_joints``.
         lower, upper: the joints' ranges (rad or m; +-inf unlimited), (J,).
+        without_servo: the arm joints without exactly one position servo (model names): the
+            simulator's position controller cannot drive them; its torque controller, which
+            adds a torque drive of its own, can.
     """
 
     name: str
@@ -63,6 +67,13 @@ class FoundArm:
     gripper_ready: tuple[float, ...]
     lower: tuple[float, ...]
     upper: tuple[float, ...]
+    without_servo: tuple[str, ...] = ()
+
+    @property
+    def controller(self) -> str:
+        """The simulated controller kind that can drive this arm (``sim.arms.<arm>.controller``):
+        "position" where every joint has its position servo, else "torque"."""
+        return "torque" if self.without_servo else "position"
 
 
 @dataclass(frozen=True)
@@ -120,11 +131,17 @@ def find_robot(path: str | os.PathLike) -> FoundRobot:
                              tuple(arm_names), drivers, tuple(grip_names), grip_drivers,
                              tuple(float(qpos[model.jnt_qposadr[j]]) for j in arm),
                              tuple(float(qpos[model.jnt_qposadr[j]]) for j in gripper),
-                             tuple(map(float, lower)), tuple(map(float, upper))))
+                             tuple(map(float, lower)), tuple(map(float, upper)),
+                             tuple(n for j, n in zip(arm, arm_names) if _servos(model, j) != 1)))
         why.append(f"arm {arm_name!r}: the {len(arm)} actuated joints on one chain under body "
                    f"{arms[-1].root_body!r} ({', '.join(arm_names)})"
                    + (f"; gripper: {', '.join(grip_names)} (sibling branches or slides after "
                       "the last hinge)" if grip_names else "; no gripper joints"))
+        lacking = arms[-1].without_servo
+        why.append(f"arm {arm_name!r}: simulated with the {arms[-1].controller} controller ("
+                   + ("every joint has its position servo)" if not lacking else
+                      f"{', '.join(lacking)} without exactly one position servo: the simulator "
+                      "drives the arm through a torque drive of its own)"))
     if not arms:
         raise ConfigError(f"{path}: no actuated chain found; " + "; ".join(why))
     ground = _own_ground(model)
@@ -147,6 +164,14 @@ def _driven_joints(model) -> list[int]:
             if int(model.jnt_type[j]) not in free_or_ball:
                 out.add(j)
     return sorted(out)
+
+
+def _servos(model, joint: int) -> int:
+    """How many position servos act on ``joint`` alone."""
+    return sum(1 for a in range(model.nu)
+               if int(model.actuator_trntype[a]) == mujoco.mjtTrn.mjTRN_JOINT
+               and int(model.actuator_trnid[a, 0]) == joint
+               and joint_actuator(model, a).kind is ActuatorKind.POSITION)
 
 
 def _ancestors(model, body: int) -> set[int]:
