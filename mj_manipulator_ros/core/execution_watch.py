@@ -29,6 +29,7 @@ threshold; freshness, which no message can report, is checked by the caller's cl
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
@@ -47,6 +48,9 @@ MAX_AGE_S = 0.05
 TAU_STEP_S = 0.005
 #: a velocity is estimated from two positions of one joint at least this far apart (stamps), s
 MIN_DT_S = 0.005
+#: how far back (s of receipt time) an arm's tracking figure can be taken back to
+#: (:meth:`ExecutionWatch.forget_since`): past it, what a result read that late covers stays
+HISTORY_S = 10.0
 #: the violations that are the joint-state stream's own (its messages stopped, lie, or show a
 #: joint moving beyond its limit, as a stream interleaving a stale value with the true one
 #: does): nothing measured afterwards on the arms' joint states can be trusted as a measurement
@@ -137,6 +141,10 @@ class ExecutionWatch:
         self.violation: Optional[Violation] = None
         self._layouts: dict[tuple, list] = {}   # joint names of a message -> per-arm indices
         self._before: tuple = ({}, {}, 0.0)      # the figures before the latest message
+        #: per arm, (receipt time, its max tracking error before that message) for the last
+        #: HISTORY_S of messages: what :meth:`forget_since` takes back
+        self._history: dict[str, collections.deque] = {a: collections.deque()
+                                                       for a in plan.arm_names}
 
     def set_start(self, start: float, received: Optional[Mapping[str, float]] = None) -> None:
         """The start stamp, once known (the watch is built before it, off the stamp's path).
@@ -201,6 +209,10 @@ class ExecutionWatch:
         for arm in touched:
             if np.isnan(self._q[arm]).any():
                 continue   # not every joint reported yet
+            history = self._history[arm]
+            history.append((at, self.max_tracking_error[arm]))
+            while history[0][0] < at - HISTORY_S:
+                history.popleft()
             violation = self._check_arm(arm)
             if violation is not None:
                 return violation
@@ -351,6 +363,16 @@ class ExecutionWatch:
             self.max_tracking_error[arm] = tracking.get(arm)
             self.max_velocity[arm] = velocity.get(arm)
         self.max_progress_skew = skew
+
+    def forget_since(self, arm: str, since: float) -> None:
+        """Take back ``arm``'s tracking figure of every message received after ``since`` (the
+        receipt clock): its controller had ended its goal by then, unread here. Messages older
+        than HISTORY_S are kept (the figure can only be overstated, never understated)."""
+        for received, before in self._history[arm]:
+            if received > since:
+                self.max_tracking_error[arm] = before
+                break
+        self._history[arm].clear()
 
     def _trip(self, reason: str, arm: str, t: float, text: str,
               arms: tuple[str, ...] = ()) -> Violation:

@@ -92,6 +92,9 @@ class ArmChannel:
         #: monotonic time the server was (re)discovered; reset when it leaves the graph, so a
         #: restarted server gets discovery_settle_s again
         self.discovered_at: float | None = None
+        #: monotonic time this arm's thread last began to wait for what comes (a result read
+        #: now may have arrived any time since: the thread may have been kept off the CPU)
+        self.waiting_since: float = time.monotonic()
 
     def wake(self) -> None:
         """Make a blocked :meth:`spin_until` re-check its condition now (any thread)."""
@@ -145,6 +148,7 @@ class ArmChannel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return done()
+            self.waiting_since = time.monotonic()
             self.executor.spin_once(
                 timeout_sec=remaining if max_block is None else min(remaining, max_block))
 
@@ -213,6 +217,9 @@ class ArmRun:
     sent: list = field(default_factory=list)
     #: the goal the controller runs (or holds the end of): (trajectory, start stamp in s)
     _running: Optional[tuple] = None
+    #: for a goal its controller ended failed: since when (s, the controllers' clock) its
+    #: result may have been waiting unread (the thread's last wait began then); None otherwise
+    unread_since: Optional[float] = None
 
     def __post_init__(self) -> None:
         arm = self.channel.arm
@@ -521,7 +528,10 @@ class ArmRun:
 
     def _finish(self, response, stopping: bool) -> None:
         result = response.result
-        self._set(result_at=self.now(), error_code=int(result.error_code),
+        read = self.now()
+        if not stopping and not _succeeded(response):
+            self.unread_since = read - max(0.0, time.monotonic() - self.channel.waiting_since)
+        self._set(result_at=read, error_code=int(result.error_code),
                   error_string=result.error_string or self.out.error_string, stop_confirmed=True)
         if _succeeded(response):
             if self.goal_kind == "stop":

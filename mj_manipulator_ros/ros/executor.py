@@ -455,6 +455,7 @@ class MultiArmExecutor:
             self.current_stamp = None
         reports = {a: r.report() for a, r in runs.items()}
         if stamp is not None:
+            self._mark_done(watch, runs)
             reports = {a: dataclasses.replace(r, max_tracking_error=watch.max_tracking_error[a],
                                               max_progress_skew=watch.max_progress_skew,
                                               max_velocity=watch.max_velocity[a])
@@ -662,9 +663,14 @@ class MultiArmExecutor:
 
     @staticmethod
     def _mark_done(watch: ExecutionWatch, runs: Mapping[str, ArmRun]) -> None:
+        """Arms whose result has been read are no longer judged; for a goal its controller
+        ended failed, the figures of the states received while its result may have been
+        waiting unread are taken back (the arm held against a plan that moved on)."""
         for arm, run in runs.items():
-            if run.out.result_at is not None:
+            if run.out.result_at is not None and arm not in watch.done:
                 watch.done.add(arm)
+                if run.unread_since is not None:
+                    watch.forget_since(arm, run.unread_since)
 
     def _on_tick(self, runs: Mapping[str, ArmRun], scope: CancelScope) -> None:
         """Every ``WATCH_TICK_S`` while an execution runs (the calling thread)."""
