@@ -49,7 +49,7 @@ def predict_stop_settle(config: SimConfig, arm: str, traj: ArmTrajectory, plan_t
     """
     clean = dataclasses.replace(config, sim=dataclasses.replace(config.sim, faults={},
                                                                 crossed_arms=()))
-    scene = start_pose(clean.build_scene(), {arm: traj}, others or {})
+    scene = start_pose(clean.build_scene(), {arm: traj}, others)
     shared = SharedModel(scene, clean.sim)
     shared.clock.anchor(0.0)
     stamp = float(shared.data.time) + LEAD_S

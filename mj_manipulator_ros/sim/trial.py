@@ -5,7 +5,7 @@ simulator's own predictions run on (``hold_overshoot.py``, ``stop_settle.py``)."
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from mj_manipulator_ros.sim.sim_config import SimConfig
 
 
 def start_pose(scene: Scene, trajectories: Mapping[str, ArmTrajectory],
-               poses: Mapping[str, np.ndarray] = {}) -> Scene:
+               poses: Optional[Mapping[str, np.ndarray]] = None) -> Scene:
     """``scene`` starting with each arm of ``trajectories`` at its first point, and each arm of
     ``poses`` at its pose (J,), in the arm's configured joint order."""
     start = scene.initial_qpos.copy()
@@ -25,7 +25,7 @@ def start_pose(scene: Scene, trajectories: Mapping[str, ArmTrajectory],
         binding = scene.arms[arm]
         order = [list(traj.joint_names).index(j) for j in binding.joint_names]
         start[binding.qpos_adr] = np.asarray(traj.positions[0])[order]
-    for arm, pose in poses.items():
+    for arm, pose in (poses or {}).items():
         if arm not in trajectories:
             start[scene.arms[arm].qpos_adr] = np.asarray(pose, dtype=float)
     return dataclasses.replace(scene, initial_qpos=start)
