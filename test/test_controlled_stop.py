@@ -108,6 +108,11 @@ def test_a_controlled_stop_from_full_speed_ends_both_arms_on_one_plan_time(tmp_p
         assert picked < record.stamp, (
             f"{arm}: stop goal taken {(picked - record.stamp) * 1e3:.1f} ms after the ramp "
             f"began (ramp computed in {record.computed_s * 1e3:.0f} ms)")
+        # ... and after the goal's first point: taken before it, the controller moves from its
+        # measured state to that point (its clock lagged more than the lead-in)
+        assert picked >= record.goal_from, (
+            f"{arm}: stop goal taken {(record.goal_from - picked) * 1e3:.1f} ms before its first "
+            f"point (lead-in {(record.requested_at - record.goal_from) * 1e3:.0f} ms)")
     # 1. one plan time: each arm's reference comes to rest at its plan pose at plan_time_end,
     #    and both arrive in the same control cycle
     rest_cycle = {}

@@ -39,9 +39,10 @@ from mj_manipulator_ros.core.sync import StartStamp
 from mj_manipulator_ros.core.time_scaling import (
     JointBounds, Ramp, RunningGoal, config_bounds, plan_ramp)
 
-#: a change's goals begin this long before it is asked for (beyond the largest clock offset
-#: the start check allows): every controller picks them up after their first point and joins
-#: them mid-way, on the running goal's own spline (``core/time_scaling.ramp_trajectory``)
+#: a change's goals begin this long before it is asked for, beyond the larger of the clock
+#: offset the start check allows and the controllers' clock lag measured now (``lead_in_s``):
+#: every controller picks them up after their first point and joins them mid-way, on the
+#: running goal's own spline (``core/time_scaling.ramp_trajectory``)
 LEAD_IN_MARGIN_S = 0.03
 #: computations of a change's ramp before it is sent anyway (see PlanSpeed._prepare)
 PREPARE_TRIES = 3
@@ -54,12 +55,16 @@ class PlanSpeed:
         check_resume: ``(pose_plan) -> None``, the one-sample plan of every arm at the pose it
             rests on; raises when an arm may not resume (not at that pose, a controller clock
             off): the executor's start checks.
+        clock_lag_s: ``() -> s >= 0``, how far the slowest controller's clock is behind
+            ``now_ns`` now (an over-estimate is harmless, see :func:`lead_in_s`); none: 0.
     """
 
     def __init__(self, config: ExecutorConfig, now_ns: Callable[[], int],
-                 check_resume: Callable[[MultiArmPlan], None]) -> None:
+                 check_resume: Callable[[MultiArmPlan], None],
+                 clock_lag_s: Optional[Callable[[], float]] = None) -> None:
         self.config = config
         self._now_ns = now_ns
+        self._clock_lag_s = clock_lag_s or (lambda: 0.0)
         self._check_resume = check_resume
         self._lock = threading.RLock()
         self._running: Optional[tuple] = None     # (plan, runs, clock, scope)
@@ -68,6 +73,7 @@ class PlanSpeed:
         self._stamp: Optional[float] = None       # the latest stamp sent (start or change)
         self._deferred: Optional[float] = None
         self._factor = 1.0                        # the speed asked for (resume returns to it)
+        self._goal_from = 0.0                     # where the latest change's goals begin (s)
         self._phase = MotionPhase.IDLE            # core/motion_phase.py: its transitions
         self.stops: list[StopRecord] = []
         self._paused_at: Optional[float] = None   # monotonic
@@ -230,7 +236,7 @@ class PlanSpeed:
             kind, reason, requested, stamp.seconds, s_req, s0, ramp.end_plan_time,
             ramp.duration, stamp.seconds + ramp.duration - requested,
             {a: v for a, v in travel.items() if a not in held}, ramp.binding,
-            ramp.reaches_end, time.monotonic() - started, tuple(held)))
+            ramp.reaches_end, time.monotonic() - started, tuple(held), self._goal_from))
         paused = kind == "pause" and not ramp.reaches_end
         self._enter(MotionPhase.PAUSED if paused else MotionPhase.STOPPING, f"{kind} ({reason})")
         if paused:
@@ -262,9 +268,10 @@ class PlanSpeed:
 
     def _plan(self, plan: MultiArmPlan, s0: float, f0: float, f1: float, now_ns: int,
               stamp: StartStamp) -> Ramp:
-        back = self.config.execution.max_clock_offset_s + LEAD_IN_MARGIN_S
+        back = lead_in_s(self.config.execution.max_clock_offset_s, self._clock_lag_s())
+        self._goal_from = now_ns * 1e-9 - back
         return plan_ramp(plan, max(s0, 0.0), f0, f1, self._bounds, running=self._goals,
-                         t_from=now_ns * 1e-9 - back, t_ramp=stamp.seconds)
+                         t_from=self._goal_from, t_ramp=stamp.seconds)
 
     def _send(self, ramp: Ramp, stamp: StartStamp, kind: str, held: tuple[str, ...] = ()) -> None:
         """Every arm's goal but ``held``'s, stamped ``lead_s`` before the ramp's start
@@ -279,6 +286,18 @@ class PlanSpeed:
                 continue
             self._goals[arm] = RunningGoal(ramp.trajectories[arm], goal_stamp.seconds)
             run.request_retime(ramp.trajectories[arm], goal_stamp, kind, stamp.seconds)
+
+
+def lead_in_s(max_clock_offset_s: float, clock_lag_s: float) -> float:
+    """How long (s) before a change is asked for its goals begin (on the running goals' own
+    path): the larger of the clock offset the start check allows and the controllers' lag
+    measured now, plus LEAD_IN_MARGIN_S. A controller whose clock is behind by more than this
+    (less the goal's transport time) takes the goal before its first point and, as
+    joint_trajectory_controller does, moves from its *measured* state to that point in what is
+    left: its tracking error becomes a step (a starved simulator 50 ms behind, a full-speed
+    stop: 4.6 x the velocity limit for 3 cycles). A longer lead-in costs nothing but points:
+    the goal's first part is the running goal itself."""
+    return max(max_clock_offset_s, clock_lag_s) + LEAD_IN_MARGIN_S
 
 
 def _travel(plan: MultiArmPlan, s_from: float, s_to: float) -> dict[str, float]:

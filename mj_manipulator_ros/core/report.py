@@ -64,6 +64,11 @@ class StopRecord:
         reaches_end: the plan's own end came before the ramp would have stopped it.
         computed_s: wall time spent computing the ramp (it comes out of the start lead).
         held: arms sent no stop (a failed arm its own controller holds): its peers stopped.
+        goal_from: where the stop goals begin (the running goals' own path up to ``stamp``):
+            a controller must take them after this on its clock to join them mid-way (taken
+            before, it moves from its measured state to their first point, as
+            joint_trajectory_controller does). Request minus the lead-in
+            (``core/plan_speed.lead_in_s``).
     """
 
     kind: str
@@ -80,6 +85,7 @@ class StopRecord:
     reaches_end: bool = False
     computed_s: float = 0.0
     held: tuple = ()
+    goal_from: float = 0.0
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "reason": self.reason, "requested_at": self.requested_at,
@@ -88,6 +94,7 @@ class StopRecord:
                 "ramp_s": self.ramp_s, "stop_time_s": self.stop_time_s,
                 "travel": dict(self.travel), "binding": list(self.binding),
                 "reaches_end": self.reaches_end, "computed_s": self.computed_s,
+                "goal_from": self.goal_from,
                 "held": list(self.held)}
 
     @classmethod

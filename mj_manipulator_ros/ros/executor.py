@@ -157,8 +157,11 @@ class MultiArmExecutor:
         self._last_fresh_tick: float | None = None  # monotonic time of the last freshness check
         self._controlled_failure: Failure | None = None  # a failure stopped along the plan
         #: the running execution's speed: set_speed, stop, pause, resume (core/plan_speed.py)
+        #: its changes' goals begin far enough back for the most lagging controller clock
+        every_joint = tuple(j for a in config.arms for j in a.joint_names)
         self.speed = PlanSpeed(config, lambda: self._clock_node.get_clock().now().nanoseconds,
-                               self._check_resume)
+                               self._check_resume,
+                               clock_lag_s=lambda: self.monitor.stamp_lag(every_joint))
         self.on_feedback: FeedbackHook | None = None
         #: name -> text kept in every recorded bag besides plan, config and report (entry points
         #: with a MuJoCo scene add ``scene_xml`` and ``physics_step``)

@@ -186,6 +186,17 @@ class JointStateMonitor:
                      if now - r <= self._window_s}
         return len(times) / self._window_s
 
+    def stamp_lag(self, joints: Sequence[str]) -> float:
+        """How far (s, >= 0) the latest joint state of any of ``joints`` was stamped behind its
+        receipt: the lag of the slowest controller clock now, transport latency included (an
+        over-estimate, never an under-estimate, of what a goal stamped on this clock finds
+        there). 0 while none has been received. Unlike :meth:`clock_offset` (the best case over
+        a window, for the start check) this is the current figure: a controller whose clock
+        fell behind mid-run (a starved simulator catching up) reads as behind at once."""
+        with self._cond:
+            lags = [self._diffs[j][-1][1] for j in joints if self._diffs.get(j)]
+        return max([0.0, *lags])
+
     def now(self) -> float:
         return self._now()
 
