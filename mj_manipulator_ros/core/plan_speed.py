@@ -30,6 +30,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.joint_path import joint_travel
 from mj_manipulator_ros.core.motion_phase import MotionPhase, transition
@@ -169,7 +170,7 @@ class PlanSpeed:
                 for run in self._running[1].values():
                     run.request_end()
                 return True
-            return self._ramp_to_rest("stop", reason, held)
+            return self._ramp_to_rest(GoalKind.STOP, reason, held)
 
     def pause(self, reason: str = "pause") -> bool:
         """Ramp to rest along the plan and hold there until :meth:`resume` (or ``max_pause_s``).
@@ -181,7 +182,7 @@ class PlanSpeed:
         with self._lock:
             if self._running is None or self._phase is not MotionPhase.RUNNING:
                 return False
-            return self._ramp_to_rest("pause", reason)
+            return self._ramp_to_rest(GoalKind.PAUSE, reason)
 
     def resume(self, factor: Optional[float] = None) -> bool:
         """Continue a paused execution at ``factor`` (default: the speed before the pause) from
@@ -201,7 +202,7 @@ class PlanSpeed:
                 self._check_resume(_pose_plan(plan, rest))
             f = self._factor if factor is None else float(factor)
             _now_ns, stamp, _s0, ramp = self._prepare(f)
-            self._send(ramp, stamp, "resume")
+            self._send(ramp, stamp, GoalKind.RESUME)
             self._factor = f
             self._enter(MotionPhase.RUNNING, "resume")
             if self._paused_at is not None:
@@ -215,14 +216,14 @@ class PlanSpeed:
         _now_ns, stamp, s0, ramp = self._prepare(factor)
         if scope.canceled or ramp is None or s0 >= plan.duration - 1e-3 or ramp.reaches_end:
             return False          # the plan is over before the new speed would be reached
-        self._send(ramp, stamp, "speed")
+        self._send(ramp, stamp, GoalKind.SPEED)
         self._factor = factor
         return True
 
-    def _ramp_to_rest(self, kind: str, reason: str, held: tuple[str, ...] = ()) -> bool:
+    def _ramp_to_rest(self, kind: GoalKind, reason: str, held: tuple[str, ...] = ()) -> bool:
         plan, _runs, clock, scope = self._running
         requested = self._now()
-        if kind == "stop":
+        if kind is GoalKind.STOP:
             self.on_stop(requested)   # before the ramp is computed: the arms move meanwhile
         s_req = clock.plan_time(requested)
         started = time.monotonic()
@@ -237,7 +238,7 @@ class PlanSpeed:
             ramp.duration, stamp.seconds + ramp.duration - requested,
             {a: v for a, v in travel.items() if a not in held}, ramp.binding,
             ramp.reaches_end, time.monotonic() - started, tuple(held), self._goal_from))
-        paused = kind == "pause" and not ramp.reaches_end
+        paused = kind is GoalKind.PAUSE and not ramp.reaches_end
         self._enter(MotionPhase.PAUSED if paused else MotionPhase.STOPPING, f"{kind} ({reason})")
         if paused:
             self._paused_at = time.monotonic()
@@ -273,7 +274,7 @@ class PlanSpeed:
         return plan_ramp(plan, max(s0, 0.0), f0, f1, self._bounds, running=self._goals,
                          t_from=self._goal_from, t_ramp=stamp.seconds)
 
-    def _send(self, ramp: Ramp, stamp: StartStamp, kind: str, held: tuple[str, ...] = ()) -> None:
+    def _send(self, ramp: Ramp, stamp: StartStamp, kind: GoalKind, held: tuple[str, ...] = ()) -> None:
         """Every arm's goal but ``held``'s, stamped ``lead_s`` before the ramp's start
         ``stamp``."""
         _plan, runs, clock, _scope = self._running

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
+from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.sync import Failure, FailureReason
 
 
@@ -51,7 +52,7 @@ class StopRecord:
     Times on the controllers' clock (s); plan times in s; travel in rad (or m).
 
     Attributes:
-        kind: "stop" or "pause".
+        kind: GoalKind.STOP or GoalKind.PAUSE (``core/goal_kind.py``).
         reason: why it was asked for.
         requested_at: when it was asked for.
         stamp: the shared stamp the ramp starts at (the arms keep the plan until then).
@@ -71,7 +72,7 @@ class StopRecord:
             (``core/plan_speed.lead_in_s``).
     """
 
-    kind: str
+    kind: GoalKind
     reason: str
     requested_at: float
     stamp: float
@@ -88,7 +89,7 @@ class StopRecord:
     goal_from: float = 0.0
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "reason": self.reason, "requested_at": self.requested_at,
+        return {"kind": str(self.kind), "reason": self.reason, "requested_at": self.requested_at,
                 "stamp": self.stamp, "plan_time_requested": self.plan_time_requested,
                 "plan_time_stamp": self.plan_time_stamp, "plan_time_end": self.plan_time_end,
                 "ramp_s": self.ramp_s, "stop_time_s": self.stop_time_s,
@@ -99,7 +100,8 @@ class StopRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "StopRecord":
-        return cls(**{**d, "binding": tuple(d["binding"]), "held": tuple(d.get("held", ()))})
+        return cls(**{**d, "kind": GoalKind(d["kind"]), "binding": tuple(d["binding"]),
+                      "held": tuple(d.get("held", ()))})
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from rclpy.node import Node
 
 from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
 from mj_manipulator_ros.core.goal_handover import HandoverJump, handover_jump
+from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus, StopKind
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
@@ -65,11 +66,6 @@ WALL_BACKSTOP_S = 10.0
 #: How many ready callbacks :meth:`ArmChannel.read_delivered` serves, at most (each
 #: ``spin_once(0)`` serves one; a result, a cancel answer and a few feedback messages).
 DELIVERED_SPINS = 8
-
-#: replacement goals that bring the arm to rest: taken late (a jump, ``core/goal_handover.py``),
-#: the arm's report says so and the ramp goes on (a cancel would hold the arm where it is, from
-#: full speed); any other replacement taken late fails the execution, ``late_acceptance``
-RAMPS_TO_REST = ("stop", "pause")
 
 FeedbackHook = Callable[[str, FollowJointTrajectory.Feedback], None]
 
@@ -206,10 +202,8 @@ class ArmRun:
     #: written by any thread, taken by the arm's: a request is never lost between the two
     _retime_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     retimes: int = 0                 # goals replaced by a speed change
-    #: what the running goal is: "plan", or a replacement's kind ("speed", "stop", "pause",
-    #: "resume"); a "stop" goal that succeeds leaves the arm STOPPED, a "pause" goal that
-    #: succeeds leaves it at rest waiting for a "resume" goal (or the end)
-    goal_kind: str = "plan"
+    #: what the running goal is (``core/goal_kind.py``: what its success leaves the arm in)
+    goal_kind: GoalKind = GoalKind.PLAN
     paused: bool = False             # at rest after a pause goal, waiting
     _feedback_failed: bool = False   # on_feedback raised: not called again
     _end_requested: bool = False
@@ -228,7 +222,7 @@ class ArmRun:
         self._to_model = ({w: m for m, w in self._to_wire.items()} if self._to_wire else None)
 
     def request_retime(self, trajectory: ArmTrajectory, stamp: StartStamp,
-                       kind: str = "speed", departs_s: Optional[float] = None) -> None:
+                       kind: GoalKind = GoalKind.SPEED, departs_s: Optional[float] = None) -> None:
         """Replace the running goal by ``trajectory`` from ``stamp`` (a speed change, a
         controlled stop, a pause or a resume: ``kind``). ``departs_s``: where it departs from
         the running goal (its ramp's start, s on the controllers' clock; default the stamp): a
@@ -236,7 +230,7 @@ class ArmRun:
         fails, ``late_acceptance``. Any thread: the arm's own thread sends it, at its next
         wake-up."""
         with self._retime_lock:
-            self._retime = (trajectory, stamp, kind,
+            self._retime = (trajectory, stamp, GoalKind(kind),
                             stamp.seconds if departs_s is None else departs_s)
         self.channel.wake()
 
@@ -356,7 +350,7 @@ class ArmRun:
                 continue
             if result_future.done():
                 response = result_future.result()
-                if self.goal_kind == "pause" and _succeeded(response) and \
+                if self.goal_kind is GoalKind.PAUSE and _succeeded(response) and \
                         not self.scope.canceled:
                     resumed = self._pause_wait(result_future)
                     if resumed is None:
@@ -371,8 +365,7 @@ class ArmRun:
                 return
             now = self.now()
             if now >= deadline or time.monotonic() >= wall_limit:
-                what = {"stop": "the controlled stop's goal: ", "pause": "the pause's goal: "
-                        }.get(self.goal_kind, "")
+                what = f"{self.goal_kind.words}: " if self.goal_kind.ramps_to_rest else ""
                 self._fail(FailureReason.TIMEOUT,
                            f"{what}no result by {budget:.2f} s after the start stamp (duration "
                            f"{self.duration_s:.2f} s x {s.timeout_scaling} + {s.timeout_margin_s} s"
@@ -460,7 +453,7 @@ class ArmRun:
             jump = handover_jump(self._running, (trajectory, stamp.seconds),
                                  read if taken is None else taken, trajectory.joint_names)
             text = late_handover_text(kind, departs, sent_at, taken, read, jump, s.start_lead_s)
-            if kind in RAMPS_TO_REST:   # said; a cancel now would stop harder than the ramp
+            if kind.ramps_to_rest:   # said; a cancel now would stop harder than the ramp
                 self._set(error_string=f"{self.out.error_string}; {text}"
                           if self.out.error_string else text)
             else:
@@ -534,7 +527,7 @@ class ArmRun:
         self._set(result_at=read, error_code=int(result.error_code),
                   error_string=result.error_string or self.out.error_string, stop_confirmed=True)
         if _succeeded(response):
-            if self.goal_kind == "stop":
+            if self.goal_kind is GoalKind.STOP:
                 self._set(status=ArmStatus.STOPPED, stop=StopKind.CONTROLLED)
             else:
                 self._set(status=ArmStatus.SUCCEEDED)
@@ -638,7 +631,7 @@ def late_acceptance_text(stamp_s: float, sent_s: float, taken_s: Optional[float]
             f"execution.start_lead_s above {lead_s} s)")
 
 
-def late_handover_text(kind: str, departs_s: float, sent_s: float, taken_s: Optional[float],
+def late_handover_text(kind: GoalKind, departs_s: float, sent_s: float, taken_s: Optional[float],
                        read_s: float, jump: HandoverJump, lead_s: float) -> str:
     """Why a replacement goal (``kind``) was taken late: times relative to where it departs
     from the running goal (its ramp's start, s on the controllers' clock), and the jump."""

@@ -33,6 +33,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from mj_manipulator_ros.core.config import ExecutionSettings, ExecutorConfig
+from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.motion_phase import MotionPhase
 from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.errors import (
@@ -854,7 +855,7 @@ def _stop_requests(reports: Mapping[str, ArmReport],
     """Each stopped arm's stop request time (controllers' clock): the controlled stop's
     request, its cancel request, or (an arm whose controller aborted its goal and holds it) its
     result."""
-    controlled = next((r for r in reversed(stops) if r.kind == "stop"), None)
+    controlled = next((r for r in reversed(stops) if r.kind is GoalKind.STOP), None)
     out = {}
     for arm, r in reports.items():
         at = (controlled.requested_at if r.stop is StopKind.CONTROLLED and controlled is not None
