@@ -44,6 +44,7 @@ from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
+from mj_manipulator_ros.core.arm_phase import ArmPhase, arm_transition
 from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
 from mj_manipulator_ros.core.goal_handover import HandoverJump, handover_jump
 from mj_manipulator_ros.core.goal_kind import GoalKind
@@ -204,7 +205,10 @@ class ArmRun:
     retimes: int = 0                 # goals replaced by a speed change
     #: what the running goal is (``core/goal_kind.py``: what its success leaves the arm in)
     goal_kind: GoalKind = GoalKind.PLAN
-    paused: bool = False             # at rest after a pause goal, waiting
+    #: where the arm's part is (``core/arm_phase.py``): changed by the arm's thread only
+    phase: ArmPhase = ArmPhase.IDLE
+    #: every phase entered, in order, with its cause: (phase, cause)
+    phases: list = field(default_factory=list)
     _feedback_failed: bool = False   # on_feedback raised: not called again
     _end_requested: bool = False
     #: every goal sent, with its send time on the controllers' clock (s): for the records
@@ -242,6 +246,19 @@ class ArmRun:
     def _set(self, **changes) -> None:
         self.out = dataclasses.replace(self.out, **changes)
 
+    def _enter(self, phase: ArmPhase, cause: str) -> None:
+        """Move to ``phase`` (the arm's thread only).
+
+        Raises:
+            IllegalTransitionError: the table of ``core/arm_phase.py`` has no such move."""
+        self.phase = arm_transition(self.phase, phase, cause, self.name)
+        self.phases.append((phase, cause))
+
+    @property
+    def paused(self) -> bool:
+        """At rest after a pause goal, waiting for the resume (any thread)."""
+        return self.phase is ArmPhase.PAUSED
+
     @property
     def name(self) -> str:
         return self.channel.arm.name
@@ -253,6 +270,7 @@ class ArmRun:
         """Discover, wait for the gate, send, wait for the result; stop when the scope cancels.
         An exception anywhere fails the scope and, if a goal is active, still cancels it."""
         try:
+            self._enter(ArmPhase.DISCOVERING, "the arm's thread starts")
             self._run()
         except Exception as exc:  # noqa: BLE001 - any exception in an arm stops every arm
             text = f"{type(exc).__name__}: {exc}"
@@ -262,11 +280,16 @@ class ArmRun:
             handle, result_future = self._handle, self._result_future
             if handle is not None and (result_future is None or not result_future.done()):
                 try:
+                    if self.phase in (ArmPhase.SENDING, ArmPhase.RUNNING, ArmPhase.REPLACING):
+                        self._enter(ArmPhase.STOPPING, "canceled: the execution ended first")
                     self._stop(handle, result_future or handle.get_result_async())
                 except Exception as exc:  # noqa: BLE001
                     self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
                               error_string=f"stopping failed: {type(exc).__name__}: {exc}")
         finally:
+            if self.phase is not ArmPhase.DONE:
+                self.phase = ArmPhase.DONE   # from any phase (the table's last row)
+                self.phases.append((ArmPhase.DONE, "the arm's part ended"))
             self.channel.release_reads()
 
     def _run(self):
@@ -291,6 +314,7 @@ class ArmRun:
         # objects: tens of ms on a loaded machine, which would come out of the start lead);
         # only its stamp is set once the gate opens
         goal = self._goal(self.trajectory, None)
+        self._enter(ArmPhase.AT_GATE, "the action server is there")
         self.gate.arrive(self.name)
         stamp = self.gate.wait_open(timeout=gate_wait_s(s))
         if stamp is None:
@@ -300,6 +324,7 @@ class ArmRun:
             return
 
         goal.trajectory.header.stamp = time_msg(stamp)
+        self._enter(ArmPhase.SENDING, "the gate opened")
         self._running = (self.trajectory, stamp.seconds)
         self._set(goal_sent_at=self.now())
         self.sent.append((self.out.goal_sent_at, goal))
@@ -308,6 +333,7 @@ class ArmRun:
             return
         if handle.accepted:
             self._handle = handle
+            self._enter(ArmPhase.RUNNING, "the goal was accepted")
         if not handle.accepted:
             self._set(status=ArmStatus.REJECTED, error_string=f"goal rejected by {ch.arm.action_name}")
             self._fail(FailureReason.GOAL_REJECTED, self.out.error_string)
@@ -396,28 +422,25 @@ class ArmRun:
         end of the execution, or ``max_pause_s``; watch that the controller stays. Returns the
         resume goal's (result future, stamp in s), or None when the arm's part has ended."""
         ch, s = self.channel, self.settings
-        self.paused = True
         self._set(status=ArmStatus.STOPPED, stop=StopKind.CONTROLLED, stop_confirmed=True)
+        self._enter(ArmPhase.PAUSED, "the pause's goal succeeded")
         until = time.monotonic() + s.max_pause_s
-        try:
-            while True:
-                ch.spin_until(lambda: self.scope.canceled or self._retime is not None
-                              or self._end_requested,
-                              min(until, time.monotonic() + CHECK_PERIOD_S))
-                if self.scope.canceled or self._end_requested or time.monotonic() >= until:
-                    self._set(result_at=self.now(), error_code=0)
-                    return None
-                if self._retime is not None:
-                    replaced = self._replace_goal(done_future)
-                    if replaced is not None:
-                        self._set(status=ArmStatus.UNCONFIRMED_STOP, stop=None)
-                    return replaced
-                if not ch.server_present():
-                    self._fail(FailureReason.CONTROLLER_GONE,
-                               f"action server {ch.arm.action_name} left the graph while paused")
-                    return None
-        finally:
-            self.paused = False
+        while True:
+            ch.spin_until(lambda: self.scope.canceled or self._retime is not None
+                          or self._end_requested,
+                          min(until, time.monotonic() + CHECK_PERIOD_S))
+            if self.scope.canceled or self._end_requested or time.monotonic() >= until:
+                self._set(result_at=self.now(), error_code=0)
+                return None
+            if self._retime is not None:
+                replaced = self._replace_goal(done_future)
+                if replaced is not None:
+                    self._set(status=ArmStatus.UNCONFIRMED_STOP, stop=None)
+                return replaced
+            if not ch.server_present():
+                self._fail(FailureReason.CONTROLLER_GONE,
+                           f"action server {ch.arm.action_name} left the graph while paused")
+                return None
 
     def _replace_goal(self, old_future):
         """Send the retimed goal (it preempts the running one at the controller); switch to it.
@@ -426,6 +449,7 @@ class ArmRun:
         with self._retime_lock:   # one step: a request made meanwhile stays for the next turn
             trajectory, stamp, kind, departs = self._retime
             self._retime = None
+        self._enter(ArmPhase.REPLACING, f"the {kind} goal is sent")
         goal = self._goal(trajectory, stamp)
         sent_at = self.now()
         self.sent.append((sent_at, goal))
@@ -443,6 +467,7 @@ class ArmRun:
         self._result_future = handle.get_result_async()
         self.duration_s = trajectory.duration
         self.goal_kind = kind
+        self._enter(ArmPhase.RUNNING, f"the {kind} goal was accepted")
         self.retimes += 1
         read = self.now()
         taken_ns = time_ns(handle.stamp)
