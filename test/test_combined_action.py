@@ -409,3 +409,36 @@ def test_a_result_asked_for_late_is_still_the_real_one(combined) -> None:
     outcome = result(client_exec, handle)
     assert outcome.status == GoalStatus.STATUS_ABORTED, (outcome.status, outcome.result)
     assert "right" in outcome.result.error_string, outcome.result.error_string
+
+
+def test_a_succeeded_goal_says_where_its_time_to_the_stamp_went(combined) -> None:
+    """What MoveIt's execution monitoring counts against a goal (issue 46): the result and the
+    log give arrival to start stamp and its parts. Checked against the stamp the arms received
+    and the client's own send time: the figure lies between the slow pre-flight plus the start
+    lead and stamp minus send."""
+    import re
+
+    gate = slow_preflight(0.4)
+    client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"},
+                                                preflight=gate)
+    sent = time.time()
+    handle = send(client, client_exec, combined_goal())
+    assert handle.accepted
+    outcome = result(client_exec, handle)
+    assert outcome.status == GoalStatus.STATUS_SUCCEEDED, outcome.result.error_string
+    text = outcome.result.error_string
+    found = re.match(r"arrival to start stamp ([0-9.]+) s \(conversion ([0-9.]+), validation "
+                     r"and pre-flight ([0-9.]+), start check ([0-9.]+), accepted to executing "
+                     r"[0-9.]+, then waiting .*, start lead ([0-9.]+) s\)$", text)
+    assert found, text
+    total, _conversion, checks, _start, lead_said = map(float, found.groups())
+    parts = sum(float(x) for x in re.findall(r" ([0-9]+\.[0-9]+)", text.split("(", 1)[1]))
+    # the parts are the time's pieces, in order (the stamping phase ends a few ms after the
+    # stamp is made: that much may overlap the lead)
+    assert parts <= total + 0.02, (text, parts)
+    stamp = ctl["left"].goals[0].stamp_ns * 1e-9
+    lead = server.executor.config.execution.start_lead_s
+    assert lead_said == pytest.approx(lead, abs=5e-4)
+    assert checks >= 0.4 and total >= 0.4 + lead * 0.99, text
+    assert total <= stamp - sent, (text, stamp - sent)
+    assert "then stamping" in text and server.last_report.phase_times["stamping"] > 0

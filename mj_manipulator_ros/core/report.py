@@ -179,6 +179,9 @@ class ExecutionReport:
     not_checked: tuple[str, ...] = ()
     #: the start stamp's lead, s (``execution.start_lead_s``; None: no stamp was made)
     start_lead_s: Optional[float] = None
+    #: seconds spent in each phase of the execution (``core/execution_phase.py``), in the order
+    #: entered: where the time from ``execute`` to the stamp went, and the run's own
+    phase_times: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -195,7 +198,7 @@ class ExecutionReport:
                 "preflight_checked": self.preflight_checked,
                 "record_path": self.record_path, "record_error": self.record_error,
                 "stops": [r.to_dict() for r in self.stops], "not_checked": list(self.not_checked),
-                "start_lead_s": self.start_lead_s}
+                "start_lead_s": self.start_lead_s, "phase_times": dict(self.phase_times)}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -209,7 +212,8 @@ class ExecutionReport:
                    {a: ArmReport.from_dict(r) for a, r in d["arms"].items()},
                    d.get("preflight_checked"), d.get("record_path"), d.get("record_error"),
                    tuple(StopRecord.from_dict(r) for r in d.get("stops", ())),
-                   tuple(d.get("not_checked", ())), d.get("start_lead_s"))
+                   tuple(d.get("not_checked", ())), d.get("start_lead_s"),
+                   dict(d.get("phase_times", {})))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
@@ -233,6 +237,9 @@ class ExecutionReport:
                          f"{r.stop_time_s:.3f} s after the request (ramp {r.ramp_s:.3f} s, set "
                          f"by {r.binding[1] or 'nothing'} {r.binding[2]}); largest joint travel "
                          f"{travel}" + (" (the plan's own end came first)" if r.reaches_end else ""))
+        if self.phase_times:
+            lines.append("  phases: " + ", ".join(f"{p} {t:.3f} s"
+                                                  for p, t in self.phase_times.items()))
         if self.record_error is not None:
             lines.append(f"  RECORD FAILED: {self.record_error} (the run went on; {self.record_path} "
                          "holds what was written before the failure)")

@@ -32,6 +32,7 @@ MoveIt (or anything else) sends one trajectory over the joints of several arms t
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -49,6 +50,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.goal_timing import GoalTiming
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionReport, ExecutionStatus, not_checked_lines
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason
@@ -109,11 +111,16 @@ class CombinedTrajectoryServer:
                 self.node.get_logger().error("rejecting combined goal: another goal is executing")
                 return GoalResponse.REJECT
             self._reserved = _Checked(goal, None, {})  # held while this goal is being checked
+        arrival, t0 = self.executor.now(), time.monotonic()
         try:
             plan = split_combined(goal.trajectory, self.config)
             tolerances = split_tolerances(goal, self.config, plan.arm_names)
+            t1 = time.monotonic()
             self.executor.check(plan)  # validation and the pre-flight replay: refuse here
+            t2 = time.monotonic()
             self.executor.check_start(plan)  # the arms where it starts, the clocks agreeing
+            t3 = time.monotonic()
+            timing = GoalTiming(arrival, t1 - t0, t2 - t1, t3 - t2, accepted_at=t3)
         except MjManipulatorError as exc:
             with self._lock:
                 self._reserved = None
@@ -126,7 +133,7 @@ class CombinedTrajectoryServer:
             self._unexpected("rejecting combined goal", exc)
             return GoalResponse.REJECT
         with self._lock:
-            self._reserved = _Checked(goal, plan, tolerances)
+            self._reserved = _Checked(goal, plan, tolerances, timing)
         return GoalResponse.ACCEPT
 
     def _on_accepted(self, goal_handle) -> None:
@@ -184,6 +191,8 @@ class CombinedTrajectoryServer:
                 stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
                 record = Path(self.config.execution.record_dir) / f"{stamp}_{key.hex()[:8]}"
                 self.last_record = record
+            checked = dataclasses.replace(checked, timing=dataclasses.replace(
+                checked.timing, to_execute_s=time.monotonic() - checked.timing.accepted_at))
             report = self.executor.execute(checked.plan, scope=scope, record=record,
                                            tolerances=checked.tolerances, checked=True)
         except Exception as exc:  # noqa: BLE001 - checked in _on_goal; report anything else
@@ -197,14 +206,15 @@ class CombinedTrajectoryServer:
                 self._scopes.pop(key, None)
             release_request(goal_handle)   # kept 15 min for its result: no message with it
         self.last_report = report
+        timing = checked.timing.text(report.start_stamp, report.phase_times, report.start_lead_s)
         # (rclpy ties a logger call site to one severity: two calls, not one conditional)
         if report.succeeded:
-            self.node.get_logger().info("combined goal: " + report.summary())
+            self.node.get_logger().info(f"combined goal: {report.summary()}\n  {timing}")
         else:
-            self.node.get_logger().error("combined goal: " + report.summary())
+            self.node.get_logger().error(f"combined goal: {report.summary()}\n  {timing}")
         if report.status is ExecutionStatus.SUCCEEDED:
             goal_handle.succeed()
-            return Result(error_code=Result.SUCCESSFUL)
+            return Result(error_code=Result.SUCCESSFUL, error_string=timing)
         message = _failure_text(report)
         if goal_handle.is_cancel_requested and report.status in (ExecutionStatus.CANCELED,
                                                                  ExecutionStatus.STOPPED):
@@ -293,6 +303,7 @@ class _Checked:
     goal: object
     plan: Optional[MultiArmPlan]
     tolerances: Mapping[str, GoalTolerances]
+    timing: Optional[GoalTiming] = None   # its checks before acceptance
 
 
 def _failure_text(report: ExecutionReport) -> str:

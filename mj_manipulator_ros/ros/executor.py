@@ -33,6 +33,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from mj_manipulator_ros.core.config import ExecutionSettings, ExecutorConfig
+from mj_manipulator_ros.core.execution_phase import ExecutionPhase, PhaseLog
 from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.motion_phase import MotionPhase
 from mj_manipulator_ros.core.approach import approach_plan
@@ -157,6 +158,8 @@ class MultiArmExecutor:
         self._watch: ExecutionWatch | None = None  # the running execution's watch
         self._last_fresh_tick: float | None = None  # monotonic time of the last freshness check
         self._controlled_failure: Failure | None = None  # a failure stopped along the plan
+        #: the phases of the execution running, or of the latest (``core/execution_phase.py``)
+        self.phases = PhaseLog()
         #: the running execution's speed: set_speed, stop, pause, resume (core/plan_speed.py)
         #: its changes' goals begin far enough back for the most lagging controller clock
         every_joint = tuple(j for a in config.arms for j in a.joint_names)
@@ -263,6 +266,24 @@ class MultiArmExecutor:
                 that never ended (nothing was sent).
         """
         scope = scope or CancelScope()
+        log = self.phases = PhaseLog()
+        try:
+            report = self._execute_phases(plan, record, scope, tolerances, checked, approach, log)
+        finally:
+            log.enter(ExecutionPhase.DONE, time.monotonic(), "the report is made")
+        # a run's report has its phase times already (its bag holds that report); a report
+        # made before any goal was sent gets them here
+        return report if report.phase_times else dataclasses.replace(
+            report, phase_times=log.durations())
+
+    def _execute_phases(self, plan: MultiArmPlan, record: str | None, scope: CancelScope,
+                        tolerances: Mapping[str, GoalTolerances] | None, checked: bool,
+                        approach: bool, log: PhaseLog) -> ExecutionReport:
+        """:meth:`execute`'s body, moving ``log`` through the phases of
+        ``core/execution_phase.py`` (DONE is execute's)."""
+        def enter(phase: ExecutionPhase) -> None:
+            if log.phase is not phase:
+                log.enter(phase, time.monotonic())
         with self._scope_lock:
             if self._closed:
                 raise ExecutionRefusedError("the executor is closed")
@@ -274,7 +295,9 @@ class MultiArmExecutor:
         try:
             with interrupts_cancel(scope, first=lambda: self.stop(INTERRUPTED)):
                 if not checked:
+                    enter(ExecutionPhase.VALIDATING)
                     self.check(plan)
+                enter(ExecutionPhase.WAITING)
                 if not self._acquire_run_lock(scope):
                     return _not_sent(plan, scope, self.not_checked)
                 try:
@@ -282,14 +305,16 @@ class MultiArmExecutor:
                         return _not_sent(plan, scope, self.not_checked)
                     self.last_approach_report = None
                     if approach:
-                        if not self._hold_while_paused(scope):
+                        if not self._hold_while_paused(scope, log):
                             return _not_sent(plan, scope, self.not_checked)
+                        enter(ExecutionPhase.APPROACHING)
                         moved = self._approach(plan, scope)
                         if moved is not None:
                             return moved  # the approach did not succeed: the plan is not run
                     while True:   # a pause asked during the start checks: hold, check again
-                        if not self._hold_while_paused(scope):
+                        if not self._hold_while_paused(scope, log):
                             return _not_sent(plan, scope, self.not_checked)
+                        enter(ExecutionPhase.START_CHECK)
                         try:
                             self.check_start(plan, stop=lambda: scope.canceled)
                         except MjManipulatorError:
@@ -303,8 +328,8 @@ class MultiArmExecutor:
                                 self._committed = True
                                 break
                     if record is None:
-                        return self._execute(plan, scope, tolerances or {})
-                    return self._execute_recorded(plan, scope, tolerances or {}, record)
+                        return self._execute(plan, scope, tolerances or {}, log)
+                    return self._execute_recorded(plan, scope, tolerances or {}, record, log)
                 finally:
                     self._run_lock.release()
         finally:
@@ -332,12 +357,15 @@ class MultiArmExecutor:
         made and the goals sent)."""
         return self._held is not None and not self._committed
 
-    def _hold_while_paused(self, scope: CancelScope) -> bool:
+    def _hold_while_paused(self, scope: CancelScope, log: PhaseLog) -> bool:
         """Block while a pause asked before the start holds (at most ``execution.max_pause_s``;
-        then the execution ends with nothing sent). Returns False when nothing may be sent."""
+        then the execution ends with nothing sent); ``log`` enters HELD when it does. Returns
+        False when nothing may be sent."""
         limit = self.config.execution.max_pause_s
         deadline = time.monotonic() + limit
         with self._hold_lock:
+            if self._held is not None and not scope.canceled:
+                log.enter(ExecutionPhase.HELD, time.monotonic(), f"held: {self._held}")
             while self._held is not None and not scope.canceled:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -350,7 +378,8 @@ class MultiArmExecutor:
         return not scope.canceled
 
     def _execute_recorded(self, plan: MultiArmPlan, scope: CancelScope,
-                          tolerances: Mapping[str, GoalTolerances], path) -> ExecutionReport:
+                          tolerances: Mapping[str, GoalTolerances], path,
+                          log: PhaseLog) -> ExecutionReport:
         from mj_manipulator_ros.ros.execution_recording import (
             ExecutionRecording, check_record_space, expected_bytes, plan_text)
 
@@ -363,7 +392,7 @@ class MultiArmExecutor:
                                        self.record_artifacts, text)
         report = None
         try:
-            report = dataclasses.replace(self._execute(plan, scope, tolerances),
+            report = dataclasses.replace(self._execute(plan, scope, tolerances, log),
                                          record_path=str(path))
         finally:
             if report is None:
@@ -409,8 +438,14 @@ class MultiArmExecutor:
         return True
 
     def _execute(self, plan: MultiArmPlan, scope: CancelScope,
-                 tolerances: Mapping[str, GoalTolerances]) -> ExecutionReport:
+                 tolerances: Mapping[str, GoalTolerances],
+                 log: PhaseLog | None = None) -> ExecutionReport:
+        """The run itself: the arms' threads, the gate and stamp, the wait, the report.
+        ``log``: the execution's phases, moved through stamping, running and observing (None:
+        the approach's run, inside the execution's approaching phase)."""
         s = self.config.execution
+        if log is not None:
+            log.enter(ExecutionPhase.STAMPING, time.monotonic())
         gate = StartGate(plan.arm_names, scope)
         runs = {}
         for arm in plan.arm_names:
@@ -444,6 +479,8 @@ class MultiArmExecutor:
                 t.start()
             watch = self._watch
             stamp = self._open_gate(gate, scope, s, plan, runs)
+            if stamp is not None and log is not None:
+                log.enter(ExecutionPhase.RUNNING, time.monotonic())
             clock = watch.clock if stamp is not None else None
             started = time.monotonic()
             self._last_fresh_tick = None
@@ -451,6 +488,8 @@ class MultiArmExecutor:
                        + join_budget(s, self.speed.ramp_total_s + plan.duration / (
                            clock.slowest_moving if clock is not None else 1.0)),
                        tick=(lambda: self._on_tick(runs, scope)) if stamp is not None else None)
+            if log is not None and log.phase is ExecutionPhase.RUNNING:
+                log.enter(ExecutionPhase.OBSERVING, time.monotonic())
             self._observe_stops(meter, runs)
         finally:
             self.speed.end()
@@ -481,7 +520,8 @@ class MultiArmExecutor:
                                None if stamp is None else stamp.seconds, failure, reports,
                                self._preflight is not None, stops=tuple(self.speed.stops),
                                not_checked=self.not_checked,
-                               start_lead_s=None if stamp is None else s.start_lead_s)
+                               start_lead_s=None if stamp is None else s.start_lead_s,
+                               phase_times={} if log is None else log.durations(time.monotonic()))
 
     def set_speed(self, factor: float) -> bool:
         """Change the speed of the running execution, every arm together (any thread): from a

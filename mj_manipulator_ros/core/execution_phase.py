@@ -1,0 +1,122 @@
+"""Where one execution is (``MultiArmExecutor.execute``, from its call to its report), the one
+table of its legal transitions, and the log of the phases it went through with their times.
+Only the thread that called ``execute`` changes it; any thread may read it.
+
+==============  ==============  ==================================================================
+from            to              cause
+==============  ==============  ==================================================================
+idle            validating      ``execute`` called: validation and the pre-flight gate
+idle            waiting         ``execute(checked=True)``: checked already (the execution node's
+                                goal callback)
+validating      waiting         checked: waiting for a previous execution to end
+waiting         held            a pause asked before the start holds it (Ctrl-Z, ``~/pause``)
+waiting         approaching     ``approach``: the arms not at the plan's start are moved there
+waiting         start_check     every arm where the plan starts? every clock within bounds?
+held            approaching     resumed
+held            start_check     resumed
+approaching     held            a pause asked during the approach holds before the start check
+approaching     start_check     the approach succeeded (or nothing needed it)
+start_check     held            a pause asked during the checks: hold, then check again
+start_check     stamping        checked (and the bag's room, when recording): the arms' threads
+                                discover their servers and meet at the gate; the stamp is made
+stamping        running         the stamp is made and the goals sent: the motion's own phases
+                                are ``core/motion_phase.py``
+running         observing       every arm's thread ended: the stops are measured to rest
+any but done    done            the report is made (refused, canceled, ended)
+==============  ==============  ==================================================================
+
+Any other transition raises :class:`IllegalTransitionError`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from mj_manipulator_ros.core.errors import IllegalTransitionError
+
+
+class ExecutionPhase(str, enum.Enum):
+    """Where one execution is (see the module docstring's table)."""
+
+    IDLE = "idle"
+    VALIDATING = "validating"
+    WAITING = "waiting"
+    HELD = "held"
+    APPROACHING = "approaching"
+    START_CHECK = "start_check"
+    STAMPING = "stamping"
+    RUNNING = "running"
+    OBSERVING = "observing"
+    DONE = "done"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+_E = ExecutionPhase
+
+#: (from, to) -> what causes it (the table of the module docstring)
+TRANSITIONS: Mapping[tuple[ExecutionPhase, ExecutionPhase], str] = {
+    (_E.IDLE, _E.VALIDATING): "execute called",
+    (_E.IDLE, _E.WAITING): "execute called, checked already",
+    (_E.VALIDATING, _E.WAITING): "checked: waiting for a previous execution",
+    (_E.WAITING, _E.HELD): "a pause before the start",
+    (_E.WAITING, _E.APPROACHING): "approach",
+    (_E.WAITING, _E.START_CHECK): "the start checks",
+    (_E.HELD, _E.APPROACHING): "resumed",
+    (_E.HELD, _E.START_CHECK): "resumed",
+    (_E.APPROACHING, _E.HELD): "a pause before the start",
+    (_E.APPROACHING, _E.START_CHECK): "the approach done",
+    (_E.START_CHECK, _E.HELD): "a pause during the start checks",
+    (_E.START_CHECK, _E.STAMPING): "checked: the arms meet at the gate",
+    (_E.STAMPING, _E.RUNNING): "the stamp is made",
+    (_E.RUNNING, _E.OBSERVING): "every arm's thread ended",
+    **{(p, _E.DONE): "the report is made" for p in ExecutionPhase if p is not _E.DONE},
+}
+
+
+@dataclass
+class PhaseLog:
+    """One execution's phases: the current one and every one entered, with when (s, the
+    monotonic clock) and why. The thread that called ``execute`` writes it."""
+
+    phase: ExecutionPhase = ExecutionPhase.IDLE
+    #: (phase, monotonic s, cause), in order; the first entry is IDLE at the log's creation
+    entries: list = field(default_factory=list)
+
+    def enter(self, phase: ExecutionPhase, now: float, cause: str = "") -> None:
+        """Move to ``phase`` at monotonic time ``now`` (s).
+
+        Raises:
+            IllegalTransitionError: the table has no such move (the message lists what the
+                current phase allows).
+        """
+        if (self.phase, phase) not in TRANSITIONS:
+            allowed = [f"{b.value} ({why})" for (a, b), why in TRANSITIONS.items()
+                       if a is self.phase]
+            raise IllegalTransitionError(
+                f"execution phase: no transition from {self.phase.value} to {phase.value} "
+                f"(asked for: {cause or TRANSITIONS.get((self.phase, phase), '?')}); from "
+                f"{self.phase.value}: {', '.join(allowed) or 'none'}")
+        if not self.entries:
+            self.entries.append((ExecutionPhase.IDLE, now, "made"))
+        why = cause or TRANSITIONS[(self.phase, phase)]
+        self.phase = phase
+        self.entries.append((phase, now, why))
+
+    def durations(self, now: float | None = None) -> dict[str, float]:
+        """Seconds spent in each phase entered (a phase entered twice: summed), in the order
+        first entered; the current phase counts up to ``now`` unless it is DONE or ``now`` is
+        None. IDLE and DONE are left out."""
+        out: dict[str, float] = {}
+        ends = [t for _, t, _ in self.entries[1:]] + [now]
+        for (phase, t, _), end in zip(self.entries, ends):
+            if phase in (ExecutionPhase.IDLE, ExecutionPhase.DONE) or end is None:
+                continue
+            out[phase.value] = out.get(phase.value, 0.0) + max(0.0, end - t)
+        return out
