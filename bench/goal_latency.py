@@ -1,0 +1,202 @@
+"""From a combined goal's sending to motion, as MoveIt's execution manager sees it. Prints JSON;
+not a test.
+
+The simulated OpenArm pair (``config/sim_openarm.yaml`` on the system clock, real time) and the
+execution node run as their own processes, started from the console scripts; this process is
+the client and sends each plan as MoveIt does: one FollowJointTrajectory goal over every joint,
+header stamp 0. Per goal:
+
+- ``accepted_after``: sending to the goal's acceptance (the goal callback's checks);
+- ``motion_after``: sending to the first joint state (by its stamp) where any joint has left
+  the plan's start by more than ``ONSET_RAD``;
+- ``result_after``: sending to the result;
+- ``slack``: MoveIt's default bound minus ``result_after``; the bound is ``duration x 1.2 +
+  0.5 s`` counted from sending (trajectory_execution_manager's
+  ``allowed_execution_duration_scaling`` and ``allowed_goal_duration_margin``): negative means
+  MoveIt would have canceled the goal;
+- the node's own account of the time to the stamp (the result's ``error_string``).
+
+Each goal is a new plan to the pre-flight gate (its interior waypoints moved by 1e-9 rad per
+goal, start and end exact), as MoveIt's plans are; ``--cached`` sends the same plan each time.
+
+Usage: python bench/goal_latency.py [--goals 3] [--plans wave,crossing] [--cached]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+#: a joint farther than this from the plan's start has moved (rad)
+ONSET_RAD = 1e-3
+#: MoveIt's trajectory_execution_manager defaults
+MOVEIT_SCALING, MOVEIT_MARGIN_S = 1.2, 0.5
+
+
+def _config(folder: Path) -> Path:
+    from mj_manipulator_ros.resources import config_file
+
+    data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
+    data["sim"].update(use_sim_time=False, real_time_factor=1.0)
+    path = folder / "goal_latency.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _plans(names: list[str]) -> dict:
+    from mj_manipulator_ros.core.plan_io import load_plan
+    from mj_manipulator_ros.resources import share_dir
+
+    return {n: load_plan(share_dir() / f"config/plans/openarm_{n}.yaml") for n in names}
+
+
+def _nudged(plan, k: int):
+    """The plan with its interior waypoints moved by k x 1e-9 rad: a new plan to the gate's
+    verdict cache, the same motion."""
+    from mj_manipulator_ros.core.plan import MultiArmPlan
+
+    arms = {}
+    for a, t in plan.arms.items():
+        p = t.positions.copy()
+        p[1:-1] += k * 1e-9
+        arms[a] = dataclasses.replace(t, positions=p)
+    return MultiArmPlan(arms)
+
+
+def run(goals: int, names: list[str], cached: bool) -> dict:
+    import rclpy
+    from control_msgs.action import FollowJointTrajectory
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+
+    from mj_manipulator_ros.apps.demo import COMBINED_ACTION, combined_trajectory
+
+    out: dict = {"conditions": (f"{os.cpu_count()} cores, simulator and execution node as "
+                                "processes, loopback DDS, system clock, real time; "
+                                + ("the same plan each goal (gate verdict cached)" if cached
+                                   else "a new plan each goal (gate runs each time)")),
+                 "plans": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = _config(Path(tmp))
+        env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+               "ROS_DOMAIN_ID": str(50 + os.getpid() % 40)}
+        os.environ.update(env)
+        cli = [sys.executable, "-m", "mj_manipulator_ros.cli"]
+        procs = [subprocess.Popen([*cli, "sim", "--config", str(cfg)], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+                 subprocess.Popen([*cli, "execution-node", "--config", str(cfg)], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        context = rclpy.context.Context()
+        rclpy.init(context=context)
+        try:
+            node = rclpy.create_node("goal_latency_client", context=context)
+            client = ActionClient(node, FollowJointTrajectory, COMBINED_ACTION)
+            states: list[tuple[float, dict]] = []
+            node.create_subscription(JointState, "/joint_states", lambda m: states.append(
+                (m.header.stamp.sec + m.header.stamp.nanosec * 1e-9,
+                 dict(zip(m.name, m.position)))), 100)
+            spin = SingleThreadedExecutor(context=context)
+            spin.add_node(node)
+            if not client.wait_for_server(timeout_sec=120.0):
+                raise SystemExit("the execution node did not come up within 120 s")
+            for name, plan in _plans(names).items():
+                rows = []
+                start = {j: q for t in plan.arms.values() for j, q in zip(t.joint_names,
+                                                                          t.positions[0])}
+                for k in range(goals):
+                    _settle(spin, states, start)
+                    sent_plan = plan if cached else _nudged(plan, k + 1)
+                    goal = FollowJointTrajectory.Goal(trajectory=combined_trajectory(sent_plan))
+                    states.clear()
+                    sent = time.time()
+                    future = client.send_goal_async(goal)
+                    spin.spin_until_future_complete(future, timeout_sec=120.0)
+                    handle = future.result()
+                    accepted = time.time()
+                    if handle is None or not handle.accepted:
+                        rows.append({"rejected": True})
+                        continue
+                    result = handle.get_result_async()
+                    spin.spin_until_future_complete(result, timeout_sec=plan.duration + 60.0)
+                    done = time.time()
+                    onset = next((t for t, q in states if any(
+                        abs(q.get(j, v) - v) > ONSET_RAD for j, v in start.items())), None)
+                    bound = plan.duration * MOVEIT_SCALING + MOVEIT_MARGIN_S
+                    text = result.result().result.error_string
+                    parts = dict((p.strip().rsplit(" ", 1)[0], float(p.strip().rsplit(" ", 1)[1]))
+                                 for p in re.sub(r"^.*?\(|\s*s\)$", "", text).split(","))
+                    rows.append({"accepted_after": accepted - sent,
+                                 "motion_after": None if onset is None else onset - sent,
+                                 "result_after": done - sent, "slack": bound - (done - sent),
+                                 "node_says": text, "parts": parts})
+                ok = [r for r in rows if not r.get("rejected")]
+                summary = {k: _stats([r[k] for r in ok if r[k] is not None])
+                           for k in ("accepted_after", "motion_after", "result_after", "slack")}
+                out["plans"][name] = {
+                    "points": int(next(iter(plan.arms.values())).times.size),
+                    "duration_s": plan.duration, "moveit_bound_s": round(
+                        plan.duration * MOVEIT_SCALING + MOVEIT_MARGIN_S, 3),
+                    "goals": goals, "rejected": len(rows) - len(ok),
+                    "would_time_out": sum(r["slack"] < 0 for r in ok), **summary,
+                    "parts_median_s": {p: round(float(np.median([r["parts"][p] for r in ok
+                                                                  if p in r["parts"]])), 3)
+                                       for p in (ok[0]["parts"] if ok else {})},
+                    "example": ok[0]["node_says"] if ok else None}
+            node.destroy_node()
+        finally:
+            rclpy.shutdown(context=context)
+            for p in procs:
+                p.send_signal(2)
+            for p in procs:
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=5)
+    return out
+
+
+def _settle(spin, states: list, start: dict, timeout: float = 30.0) -> None:
+    """Spin until the latest joint state has every joint within 0.005 rad of ``start``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        spin.spin_once(timeout_sec=0.05)
+        if states and all(abs(states[-1][1].get(j, np.inf) - v) < 0.005 for j, v in start.items()):
+            time.sleep(0.3)   # the execution node's start tolerance, settled
+            return
+    raise SystemExit("the arms did not come back to the plan's start within 30 s")
+
+
+def _stats(values) -> dict:
+    v = np.asarray(values, dtype=float)
+    if not v.size:
+        return {"n": 0}
+    return {"n": int(v.size), "median": round(float(np.median(v)), 3),
+            "min": round(float(v.min()), 3), "max": round(float(v.max()), 3)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--goals", type=int, default=3)
+    parser.add_argument("--plans", default="wave,crossing")
+    parser.add_argument("--cached", action="store_true")
+    args = parser.parse_args()
+    print(json.dumps(run(args.goals, args.plans.split(","), args.cached), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
