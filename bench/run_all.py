@@ -11,7 +11,8 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = ["executor_bench.py", "sim_bench.py", "replay_bench.py", "gate_bench.py",
               "stop_bench.py", "transitions.py", "field_report_72.py",
               "watch_bench.py", "torque_bench.py", "cosim_bench.py", "multihost_bench.py",
-              "joint_state_buffer_bench.py", "start_lead_bench.py", "combined_results_bench.py"]
+              "joint_state_buffer_bench.py", "start_lead_bench.py", "combined_results_bench.py",
+              "goal_latency.py"]
 
 
 def main() -> int:
