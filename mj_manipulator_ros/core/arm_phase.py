@@ -27,13 +27,12 @@ report's ``ArmStatus``; the phase says where the arm's thread is now.
 
 from __future__ import annotations
 
-import enum
 from typing import Mapping
 
-from mj_manipulator_ros.core.errors import IllegalTransitionError
+from mj_manipulator_ros.core.phase_table import WordEnum, move
 
 
-class ArmPhase(str, enum.Enum):
+class ArmPhase(WordEnum):
     """Where one arm's part of an execution is (see the module docstring's table)."""
 
     IDLE = "idle"                # made, its thread not started
@@ -45,12 +44,6 @@ class ArmPhase(str, enum.Enum):
     PAUSED = "paused"            # at rest on the plan after a pause, no goal active
     STOPPING = "stopping"        # its goal canceled, the cancel's answer and result awaited
     DONE = "done"                # its part has ended
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 _P = ArmPhase
@@ -80,9 +73,4 @@ def arm_transition(current: ArmPhase, wanted: ArmPhase, cause: str, arm: str = "
         IllegalTransitionError: it does not (the message names the arm and lists what
             ``current`` allows).
     """
-    if (current, wanted) in TRANSITIONS:
-        return wanted
-    allowed = [f"{b.value} ({why})" for (a, b), why in TRANSITIONS.items() if a is current]
-    raise IllegalTransitionError(
-        f"arm {arm!r} phase: no transition from {current.value} to {wanted.value} (asked for: "
-        f"{cause}); from {current.value}: {', '.join(allowed) or 'none'}")
+    return move(TRANSITIONS, current, wanted, cause, f"arm {arm!r} phase")

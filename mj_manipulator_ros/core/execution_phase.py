@@ -30,14 +30,13 @@ Any other transition raises :class:`IllegalTransitionError`.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from mj_manipulator_ros.core.errors import IllegalTransitionError
+from mj_manipulator_ros.core.phase_table import WordEnum, move
 
 
-class ExecutionPhase(str, enum.Enum):
+class ExecutionPhase(WordEnum):
     """Where one execution is (see the module docstring's table)."""
 
     IDLE = "idle"
@@ -50,12 +49,6 @@ class ExecutionPhase(str, enum.Enum):
     RUNNING = "running"
     OBSERVING = "observing"
     DONE = "done"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 _E = ExecutionPhase
@@ -96,13 +89,8 @@ class PhaseLog:
             IllegalTransitionError: the table has no such move (the message lists what the
                 current phase allows).
         """
-        if (self.phase, phase) not in TRANSITIONS:
-            allowed = [f"{b.value} ({why})" for (a, b), why in TRANSITIONS.items()
-                       if a is self.phase]
-            raise IllegalTransitionError(
-                f"execution phase: no transition from {self.phase.value} to {phase.value} "
-                f"(asked for: {cause or TRANSITIONS.get((self.phase, phase), '?')}); from "
-                f"{self.phase.value}: {', '.join(allowed) or 'none'}")
+        move(TRANSITIONS, self.phase, phase, cause or TRANSITIONS.get((self.phase, phase), "?"),
+             "execution phase")
         if not self.entries:
             self.entries.append((ExecutionPhase.IDLE, now, "made"))
         why = cause or TRANSITIONS[(self.phase, phase)]

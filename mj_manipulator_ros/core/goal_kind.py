@@ -18,10 +18,10 @@ A str enum: its values are the words the reports and records have always carried
 
 from __future__ import annotations
 
-import enum
+from mj_manipulator_ros.core.phase_table import WordEnum
 
 
-class GoalKind(str, enum.Enum):
+class GoalKind(WordEnum):
     """What an arm's running goal is (see the module docstring's table)."""
 
     PLAN = "plan"
@@ -29,12 +29,6 @@ class GoalKind(str, enum.Enum):
     STOP = "stop"
     PAUSE = "pause"
     RESUME = "resume"
-
-    def __str__(self) -> str:   # the word, in messages and records (not "GoalKind.STOP")
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
     @property
     def ramps_to_rest(self) -> bool:

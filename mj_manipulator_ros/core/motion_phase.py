@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 from typing import Mapping
 
-from mj_manipulator_ros.core.errors import IllegalTransitionError
+from mj_manipulator_ros.core.phase_table import move
 
 
 class MotionPhase(str, enum.Enum):
@@ -61,9 +61,4 @@ def transition(current: MotionPhase, wanted: MotionPhase, cause: str) -> MotionP
     Raises:
         IllegalTransitionError: it does not (the message lists what ``current`` allows).
     """
-    if (current, wanted) in TRANSITIONS:
-        return wanted
-    allowed = [f"{b.value} ({why})" for (a, b), why in TRANSITIONS.items() if a is current]
-    raise IllegalTransitionError(
-        f"motion phase: no transition from {current.value} to {wanted.value} (asked for: "
-        f"{cause}); from {current.value}: {', '.join(allowed) or 'none'}")
+    return move(TRANSITIONS, current, wanted, cause, "motion phase")
