@@ -50,14 +50,14 @@ def test_a_hole_is_its_length_and_its_missing_messages(missing) -> None:
 @pytest.mark.parametrize("seed", range(10))
 @pytest.mark.parametrize("step", [0.05, -0.05, 0.5, -0.5])
 def test_a_clock_step_is_named_as_one_and_is_not_a_hole(step, seed) -> None:
-    """Found where it is and measured to within a few ms (the least latency on either side is
-    a message delivered 1-3 ms late, or later when the receiver stalled about the step)."""
+    """Found where it is (the least latency on either side is a message delivered 1-3 ms
+    late, or later when the receiver stalled about the step) and measured off the stamps."""
     stamps, received = stream(stalls=6, seed=seed)
     stamped = stamps.copy()
     stamped[200:] += step                    # the controller's clock stepped at message 200
     steps = S.clock_steps(stamped, received, 0.01)
     assert len(steps) == 1
-    assert steps[0].step_s == pytest.approx(step, abs=0.006)
+    assert steps[0].step_s == pytest.approx(step, abs=1e-9)    # off the stamps: exact
     assert steps[0].index == 200 and steps[0].at == pytest.approx(stamped[200])
     assert S.largest_hole(stamped, received, RATE, steps).length_s < 0.02
 
@@ -87,8 +87,30 @@ def test_a_step_is_measured_whole_when_the_receiver_stalls_longer_than_a_side_af
     assert ((received - stamps)[100:170] > 0.4).any()         # the stall did happen
     steps = S.clock_steps(stamped, received, 0.01)
     assert sorted(c.index for c in steps) == [100, 300], steps
-    assert [c.step_s for c in steps] == pytest.approx([step, step], abs=0.006)
+    assert [c.step_s for c in steps] == pytest.approx([step, step], abs=1e-9)
     assert S.largest_hole(stamped, received, RATE, steps).missing == 0
+
+
+@pytest.mark.parametrize("lost", [0, 3])
+@pytest.mark.parametrize("step", [0.05, -0.05, 0.023])
+def test_a_step_is_read_exactly_off_the_stamps_whatever_the_receive_clock(step, lost) -> None:
+    """A fresh-clone run read a -50 ms step as -52.0 ms: the HIL rehearsal's receiver reads
+    sim time, a /clock every 4 ms, so a receive time is the last tick (0-4 ms behind), and
+    which messages find the tick fresh differs across the step. Here the least delay is 0 ms
+    before the step and 2 ms after it (every message after it handled a little later), and
+    ``lost`` messages are lost in the step's own interval: the stamps still say it exactly."""
+    stamps = np.arange(0.0, 4.0, 1.0 / RATE) + 100.0
+    handled = stamps + np.where(np.arange(stamps.size) < 200, 0.0, 0.002) \
+        + np.tile([0.0, 0.001, 0.003], stamps.size)[:stamps.size]
+    received = np.floor(np.round(handled / 0.004, 9)) * 0.004   # the last /clock tick
+    stamped = stamps.copy()
+    stamped[200:] += step
+    keep = np.ones(stamps.size, bool)
+    keep[200 - lost:200] = False
+    steps = S.clock_steps(stamped[keep], received[keep], 0.01)
+    assert len(steps) == 1 and steps[0].index == 200 - lost, steps
+    assert steps[0].step_s == pytest.approx(step, abs=1e-9), steps
+    assert S.largest_hole(stamped[keep], received[keep], RATE, steps).missing == lost
 
 
 def test_steps_that_add_up_are_each_found() -> None:

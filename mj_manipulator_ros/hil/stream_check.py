@@ -100,8 +100,12 @@ def clock_steps(stamps: np.ndarray, received: np.ndarray, threshold: float,
     far**: the least latency of the whole stretch after it (up to the next such interval or
     step) minus that of the stretch before it; a stretch outlasts a receiver stall where
     ``side`` messages need not (CI, stop 53: a 0.5 s stall after a -50 ms step measured it
-    -90 ms over 50 messages, and the error taken out read as steps and a hole). Then it is
-    taken out and the next one looked for. Empty when the clock did not step."""
+    -90 ms over 50 messages, and the error taken out read as steps and a hole). Placed on an
+    odd stamp interval, it is that interval's excess over the period instead (less whole
+    periods of lost messages, :func:`_whole_periods_off`): least latencies are only as good as
+    the receive clock and the receiver's least delay on each side (a fresh-clone suite run, the
+    HIL rehearsal's sim-time receiver with /clock every 4 ms: a -50 ms step read -52.0 ms).
+    Then it is taken out and the next one looked for. Empty when the clock did not step."""
     n = stamps.size
     if n < 2 * side:
         return []
@@ -132,11 +136,22 @@ def clock_steps(stamps: np.ndarray, received: np.ndarray, threshold: float,
         bounds = np.array([*breaks, *(c.index for c in steps), 0, n])
         lo, hi = int(bounds[bounds < k].max()), int(bounds[bounds > k].min())
         step = -float(lat[k:hi].min() - lat[lo:k].min())
+        if k in breaks:   # the stamps say it exactly: the interval's excess over the period
+            step = _whole_periods_off(float(off[k - 1]), step, period)
         if abs(step) <= threshold:
             break
         steps.append(ClockStep(step, float(s[k]), k))
         lat[k:] += step
     return sorted(steps, key=lambda c: -abs(c.step_s))
+
+
+def _whole_periods_off(excess: float, estimate: float, period: float) -> float:
+    """A clock step read from the stamp interval it falls in (s): that interval's ``excess``
+    over the period is the step, plus a whole number of periods when messages were lost in it;
+    the number is the one that puts it nearest the latency ``estimate``. Exact when the
+    estimate is within half a period of the step (stamps are on the controller's own clock:
+    no receiver stall or receive-clock granularity moves them)."""
+    return excess - round((excess - estimate) / period) * period
 
 
 def largest_step(steps: list[ClockStep]) -> ClockStep:
