@@ -64,6 +64,7 @@ def _stop_with_a_lagging_controller(measure_lag: bool):
     while clock.plan_time(executor_now()) < s_stop:
         r.step()
     first = len(r.times)
+    r.controllers_at_request = r.shared.snapshot().controller_time
     assert r.speed.stop("test: full-speed stop"), "stop() refused"
     record = r.speed.stops[-1]
     for _ in range(int((record.stamp + record.ramp_s - executor_now() + 0.2) / r.period)):
@@ -101,6 +102,26 @@ def test_a_stop_is_joined_mid_way_by_a_controller_whose_clock_lags() -> None:
             f"{arm}: the stop's reference reached {v_use:.3f} x its velocity limit and "
             f"{a_use:.3f} x its acceleration limit with the controller's clock {LAG_S * 1e3:.0f} "
             "ms behind")
+
+
+@pytest.mark.slow
+def test_a_stop_starts_one_lead_after_the_controllers_own_now() -> None:
+    """On the executor's clock the ramp would start the lag later on the controllers' (seen: a
+    starved simulator 354 ms behind ran its arm 0.9 s of plan time past its peer's abort, the
+    pre-flight gate's band being 0.9 s). Its start must be one start lead after the
+    controllers' clock at the request (read off physics, not the executor), and the arms rest
+    where the gate's stop model puts a stop asked at the controllers' plan time then."""
+    from mj_manipulator_ros.check.failure_band import rest_times
+
+    r, record, _tickets, _first = _stop_with_a_lagging_controller(measure_lag=True)
+    lead = r.config.execution.start_lead_s
+    ahead = record.stamp - r.controllers_at_request
+    assert abs(ahead - lead) <= r.period, (
+        f"the ramp starts {ahead * 1e3:.1f} ms after the controllers' clock at the request, "
+        f"not the start lead {lead * 1e3:.0f} ms (their clock lags {LAG_S * 1e3:.0f} ms)")
+    s_request = record.plan_time_stamp - ahead        # the controllers' plan time then
+    modeled = rest_times(r.plan, r.config, np.array([s_request]))[0]
+    assert record.plan_time_end <= modeled + 0.01, (record.plan_time_end, modeled)
 
 
 @pytest.mark.slow

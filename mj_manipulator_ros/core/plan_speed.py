@@ -56,8 +56,9 @@ class PlanSpeed:
         check_resume: ``(pose_plan) -> None``, the one-sample plan of every arm at the pose it
             rests on; raises when an arm may not resume (not at that pose, a controller clock
             off): the executor's start checks.
-        clock_lag_s: ``() -> s >= 0``, how far the slowest controller's clock is behind
-            ``now_ns`` now (an over-estimate is harmless, see :func:`lead_in_s`); none: 0.
+        clock_lag_s: ``() -> s``, how far the slowest controller's clock is behind ``now_ns``
+            now; none: 0. A change's ramp starts one start lead after the controllers' own now
+            (``now_ns`` less this), and its goals begin :func:`lead_in_s` before.
     """
 
     def __init__(self, config: ExecutorConfig, now_ns: Callable[[], int],
@@ -253,23 +254,29 @@ class PlanSpeed:
         plan, _runs, clock, _scope = self._running
         half_lead = int(self.config.execution.start_lead_s * 0.5e9)
         for _ in range(PREPARE_TRIES):
-            now_ns, stamp = self._ramp_stamp()
+            now_ns, lag_s, stamp = self._ramp_stamp()
             s0 = clock.plan_time(stamp.seconds)
             if s0 >= plan.duration - 1e-9:
                 return now_ns, stamp, s0, None
-            ramp = self._plan(plan, s0, clock.rate(stamp.seconds), f1, now_ns, stamp)
-            if self._now_ns() <= stamp.nanoseconds - half_lead:
+            ramp = self._plan(plan, s0, clock.rate(stamp.seconds), f1, now_ns, lag_s, stamp)
+            if self._now_ns() - int(round(lag_s * 1e9)) <= stamp.nanoseconds - half_lead:
                 break
         return now_ns, stamp, s0, ramp
 
-    def _ramp_stamp(self) -> tuple[int, StartStamp]:
-        """Now (ns) and where a change asked now starts: now + start lead."""
-        now_ns = self._now_ns()
-        return now_ns, StartStamp.after(now_ns, self.config.execution.start_lead_s)
+    def _ramp_stamp(self) -> tuple[int, float, StartStamp]:
+        """Now (ns), the controllers' clock lag (s) and where a change asked now starts: one
+        start lead after the controllers' own now. On the executor's now, a controller whose
+        clock lags would run the plan on for the lag as well before the ramp (a starved
+        in-process simulator 354 ms behind: its arm came to rest 0.90 s of plan time past its
+        peer's abort, the pre-flight gate's band being 0.90 s; CI saw 1.10 s). The controllers
+        still get the whole lead, on their clock, to take the goals."""
+        now_ns, lag_s = self._now_ns(), float(self._clock_lag_s())
+        return now_ns, lag_s, StartStamp.after(now_ns - int(round(lag_s * 1e9)),
+                                               self.config.execution.start_lead_s)
 
     def _plan(self, plan: MultiArmPlan, s0: float, f0: float, f1: float, now_ns: int,
-              stamp: StartStamp) -> Ramp:
-        back = lead_in_s(self.config.execution.max_clock_offset_s, self._clock_lag_s())
+              lag_s: float, stamp: StartStamp) -> Ramp:
+        back = lead_in_s(self.config.execution.max_clock_offset_s, lag_s)
         self._goal_from = now_ns * 1e-9 - back
         return plan_ramp(plan, max(s0, 0.0), f0, f1, self._bounds, running=self._goals,
                          t_from=self._goal_from, t_ramp=stamp.seconds)

@@ -188,9 +188,9 @@ class JointStateMonitor:
 
     def stamp_lag(self, joints: Sequence[str]) -> float:
         """How far (s, >= 0) the latest joint state of any of ``joints`` was stamped behind its
-        receipt: the lag of the slowest controller clock now, transport latency included (an
-        over-estimate, never an under-estimate, of what a goal stamped on this clock finds
-        there). 0 while none has been received. Unlike :meth:`clock_offset` (the best case over
+        receipt: the lag of the slowest controller clock now, transport latency included (a
+        change stamped one start lead after the controllers' now, this clock's now less the
+        lag, leaves them the lead less that latency). 0 while none has been received. Unlike :meth:`clock_offset` (the best case over
         a window, for the start check) this is the current figure: a controller whose clock
         fell behind mid-run (a starved simulator catching up) reads as behind at once."""
         with self._cond:
