@@ -354,10 +354,19 @@ def _trigger(ros, service: str):
 def test_pause_and_resume_services_and_speed_zero(combined, ros) -> None:
     """~/pause stops every arm along the plan and holds; ~/resume goes on from one shared
     stamp; the combined goal then succeeds. ~/speed_scaling 0 pauses as well, and a factor
-    resumes. Without a running goal each says so (success false)."""
+    resumes. Without a running goal each says so (success false).
+
+    A start lead of 0.5 s: four replacement goals each go through the executor and the scripted
+    controllers, all in this one interpreter. CI (stop 54, another worker beside it): a resume
+    ramp computed and dispatched 176 ms after its stamp was chosen and taken by the scripted
+    controller 191 ms after sending, 117 ms past the default 0.25 s lead, and the run failed
+    late_acceptance, rightly. Beside one busy loop here, 5 runs: 33-170 ms from choosing the
+    stamp to the controller's take. The lead is the fixture's margin; the subject is the
+    services (``test_lead_in.py`` and ``test_start_lead.py`` own the lead)."""
     from std_msgs.msg import Float64
 
-    client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"})
+    client, client_exec, ctl, server = combined({"left": "succeed", "right": "succeed"},
+                                                start_lead_s=0.5)
     assert not _trigger(ros, "pause").success
     handle = running_goal(client, client_exec, ctl, 4.0)
     time.sleep(0.5)
