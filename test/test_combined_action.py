@@ -385,6 +385,11 @@ def test_pause_and_resume_services_and_speed_zero(combined, ros) -> None:
     while server.executor.speed.state != "paused" and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.executor.speed.state == "paused"
+    # the pause goal at both controllers before the factor (sent sooner, it would replace the
+    # pause in the arm's one slot: a fresh run saw 4 goals, the pause never sent)
+    while not all(len(c.goals) == 4 for c in ctl.values()) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert all(len(c.goals) == 4 for c in ctl.values()), {a: len(c.goals) for a, c in ctl.items()}
     pub.publish(Float64(data=0.8))
     outcome = result(client_exec, handle)
     pub_node.destroy_node()
