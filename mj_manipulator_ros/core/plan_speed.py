@@ -23,6 +23,8 @@ never deferred.
 
 from __future__ import annotations
 
+import dataclasses
+
 import threading
 import time
 from typing import Callable, Optional
@@ -284,7 +286,9 @@ class PlanSpeed:
     def _send(self, ramp: Ramp, stamp: StartStamp, kind: GoalKind, held: tuple[str, ...] = ()) -> None:
         """Every arm's goal but ``held``'s, stamped ``lead_s`` before the ramp's start
         ``stamp``."""
-        _plan, runs, clock, _scope = self._running
+        plan, runs, clock, _scope = self._running
+        if not kind.ramps_to_rest:
+            self._supersede(plan, stamp.seconds, ramp.start_plan_time)
         clock.rescale(stamp.seconds, ramp.start_plan_time, ramp.scaling)
         self._stamp = stamp.seconds
         self.ramp_total_s += ramp.duration
@@ -294,6 +298,22 @@ class PlanSpeed:
                 continue
             self._goals[arm] = RunningGoal(ramp.trajectories[arm], goal_stamp.seconds)
             run.request_retime(ramp.trajectories[arm], goal_stamp, kind, stamp.seconds)
+
+
+    def _supersede(self, plan: MultiArmPlan, stamp_s: float, s_from: float) -> None:
+        """A change whose ramp starts (``stamp_s``, plan time ``s_from``) before the last stop
+        or pause ramp ended takes over from it: that record says so, its travel up to there
+        (no arm came to rest where it said)."""
+        if not self.stops:
+            return
+        last = self.stops[-1]
+        if last.superseded_at is not None or last.reaches_end or \
+                stamp_s >= last.stamp + last.ramp_s - 1e-9:
+            return
+        travel = _travel(plan, max(last.plan_time_requested, 0.0), s_from)
+        self.stops[-1] = dataclasses.replace(
+            last, superseded_at=s_from,
+            travel={a: v for a, v in travel.items() if a in last.travel})
 
 
 def lead_in_s(max_clock_offset_s: float, clock_lag_s: float) -> float:

@@ -70,6 +70,9 @@ class StopRecord:
             before, it moves from its measured state to their first point, as
             joint_trajectory_controller does). Request minus the lead-in
             (``core/plan_speed.lead_in_s``).
+        superseded_at: the plan time where a later change (a resume, a speed factor) took
+            over before this ramp brought every arm to rest: none came to rest at
+            ``plan_time_end``. None: the ramp ran to its end.
     """
 
     kind: GoalKind
@@ -87,6 +90,7 @@ class StopRecord:
     computed_s: float = 0.0
     held: tuple = ()
     goal_from: float = 0.0
+    superseded_at: Optional[float] = None
 
     def to_dict(self) -> dict:
         return {"kind": str(self.kind), "reason": self.reason, "requested_at": self.requested_at,
@@ -95,7 +99,7 @@ class StopRecord:
                 "ramp_s": self.ramp_s, "stop_time_s": self.stop_time_s,
                 "travel": dict(self.travel), "binding": list(self.binding),
                 "reaches_end": self.reaches_end, "computed_s": self.computed_s,
-                "goal_from": self.goal_from,
+                "goal_from": self.goal_from, "superseded_at": self.superseded_at,
                 "held": list(self.held)}
 
     @classmethod
@@ -232,11 +236,15 @@ class ExecutionReport:
             travel = ", ".join(f"{a} {t:.4f}" for a, t in r.travel.items())
             who = (f"every arm but {', '.join(r.held)} (held by its controller)" if r.held
                    else "every arm")
+            rest = (f"{who} at rest at plan time {r.plan_time_end:.3f} s, {r.stop_time_s:.3f} s "
+                    "after the request" if r.superseded_at is None else
+                    f"superseded at plan time {r.superseded_at:.3f} s by the next change, before "
+                    f"{who} came to rest (its ramp would have ended at plan time "
+                    f"{r.plan_time_end:.3f} s)")
             lines.append(f"  {r.kind} ({r.reason}): at plan time {r.plan_time_requested:.3f} s, "
-                         f"{who} at rest at plan time {r.plan_time_end:.3f} s, "
-                         f"{r.stop_time_s:.3f} s after the request (ramp {r.ramp_s:.3f} s, set "
-                         f"by {r.binding[1] or 'nothing'} {r.binding[2]}); largest joint travel "
-                         f"{travel}" + (" (the plan's own end came first)" if r.reaches_end else ""))
+                         f"{rest} (ramp {r.ramp_s:.3f} s, set by {r.binding[1] or 'nothing'} "
+                         f"{r.binding[2]}); largest joint travel {travel}"
+                         + (" (the plan's own end came first)" if r.reaches_end else ""))
         if self.phase_times:
             lines.append("  phases: " + ", ".join(f"{p} {t:.3f} s"
                                                   for p, t in self.phase_times.items()))
