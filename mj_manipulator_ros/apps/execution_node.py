@@ -21,6 +21,7 @@ from mj_manipulator_ros.check.preflight import preflight_for
 from mj_manipulator_ros.core import overrides
 from mj_manipulator_ros.core.config import ExecutionSettings
 from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.exit_bound import bound_shutdown, shutdown_done
 from mj_manipulator_ros.core.heap import freeze_startup
 from mj_manipulator_ros.model.limits import load_config_with_model
 from mj_manipulator_ros.ros.context import RosContext
@@ -86,12 +87,14 @@ def run_node(argv: list[str] | None = None, config_path: str | None = None) -> i
         with BackgroundSpinner(spin, "mjmr-execution-node"):
             stop.wait()
     finally:
+        bound_shutdown("execution node")   # core/exit_bound.py: a hang says where, and ends
         for s, h in previous.items():
             signal.signal(s, h)
         server.destroy()
         executor.close()
         node.destroy_node()
         ros.close()
+        shutdown_done()
     return 0
 
 

@@ -308,6 +308,7 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
     import signal
 
     from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.core.exit_bound import bound_shutdown, shutdown_done
     from mj_manipulator_ros.core.heap import freeze_startup
     from mj_manipulator_ros.core.schema import from_mapping
     from mj_manipulator_ros.ros.params import parameter_overrides
@@ -342,12 +343,14 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
                 if sim.shared.error is not None:
                     raise sim.shared.error
         finally:
+            bound_shutdown("sim")   # core/exit_bound.py: a hang says where, and ends
             for s, h in previous.items():
                 signal.signal(s, h)
             sim.close()
             print(f"sim: {sim.shared.health().summary()}", flush=True)
     finally:
         ros.close()
+        shutdown_done()
     return 0
 
 
