@@ -24,7 +24,6 @@ never deferred.
 from __future__ import annotations
 
 import dataclasses
-
 import threading
 import time
 from typing import Callable, Optional
@@ -298,7 +297,6 @@ class PlanSpeed:
                 continue
             self._goals[arm] = RunningGoal(ramp.trajectories[arm], goal_stamp.seconds)
             run.request_retime(ramp.trajectories[arm], goal_stamp, kind, stamp.seconds)
-
 
     def _supersede(self, plan: MultiArmPlan, stamp_s: float, s_from: float) -> None:
         """A change whose ramp starts (``stamp_s``, plan time ``s_from``) before the last stop
