@@ -91,16 +91,19 @@ def test_a_step_is_measured_whole_when_the_receiver_stalls_longer_than_a_side_af
     assert S.largest_hole(stamped, received, RATE, steps).missing == 0
 
 
-@pytest.mark.parametrize("lost", [0, 3])
+@pytest.mark.parametrize("slower,lost", [(0.002, 0), (0.002, 3), (0.006, 0)])
 @pytest.mark.parametrize("step", [0.05, -0.05, 0.023])
-def test_a_step_is_read_exactly_off_the_stamps_whatever_the_receive_clock(step, lost) -> None:
+def test_a_step_is_read_exactly_off_the_stamps_whatever_the_receive_clock(
+        step, slower, lost) -> None:
     """A fresh-clone run read a -50 ms step as -52.0 ms: the HIL rehearsal's receiver reads
     sim time, a /clock every 4 ms, so a receive time is the last tick (0-4 ms behind), and
     which messages find the tick fresh differs across the step. Here the least delay is 0 ms
-    before the step and 2 ms after it (every message after it handled a little later), and
-    ``lost`` messages are lost in the step's own interval: the stamps still say it exactly."""
+    before the step and ``slower`` after it (every message after it handled later), and
+    ``lost`` messages are lost in the step's own interval: the stamps still say it exactly.
+    6 ms slower: a fresh run beside a busy loop read -60.0 ms when lost messages were taken
+    whenever the latency was nearer a whole period more."""
     stamps = np.arange(0.0, 4.0, 1.0 / RATE) + 100.0
-    handled = stamps + np.where(np.arange(stamps.size) < 200, 0.0, 0.002) \
+    handled = stamps + np.where(np.arange(stamps.size) < 200, 0.0, slower) \
         + np.tile([0.0, 0.001, 0.003], stamps.size)[:stamps.size]
     received = np.floor(np.round(handled / 0.004, 9)) * 0.004   # the last /clock tick
     stamped = stamps.copy()
@@ -111,6 +114,26 @@ def test_a_step_is_read_exactly_off_the_stamps_whatever_the_receive_clock(step, 
     assert len(steps) == 1 and steps[0].index == 200 - lost, steps
     assert steps[0].step_s == pytest.approx(step, abs=1e-9), steps
     assert S.largest_hole(stamped[keep], received[keep], RATE, steps).missing == lost
+
+
+def test_a_step_back_is_read_in_the_order_the_messages_arrived_when_receive_times_tie() -> None:
+    """Beside two busy loops the rehearsal's sim-time receiver read one /clock value for the
+    messages of a stall about a -50 ms step; its window comes in stamp order, so by receive time
+    (ties kept in stamp order) messages from after the step came before older ones, and the
+    step read -110, +30, +30 and -50 ms. The receiver's own arrival numbers keep the order."""
+    stamps = np.arange(0.0, 4.0, 1.0 / RATE) + 100.0
+    received = stamps + 0.002
+    stamped = stamps.copy()
+    stamped[200:] -= 0.05                           # stepped back at message 200
+    received[190:215] = received[214]               # one /clock reading for a stall's messages
+    arrival = np.arange(stamps.size)                # numbered as they arrived
+    by_stamp = np.argsort(stamped, kind="stable")   # how a window hands them over
+    s, r, a = stamped[by_stamp], received[by_stamp], arrival[by_stamp]
+    steps = S.clock_steps(s, r, 0.01, arrival=a)
+    assert [(c.step_s, c.index) for c in steps] == [(pytest.approx(-0.05, abs=1e-9), 200)], steps
+    assert S.largest_hole(s, r, RATE, steps, a).missing == 0
+    # without the arrival numbers the ties scramble it (what the rehearsal saw)
+    assert [c.step_s for c in S.clock_steps(s, r, 0.01)] != [pytest.approx(-0.05, abs=1e-9)]
 
 
 def test_steps_that_add_up_are_each_found() -> None:

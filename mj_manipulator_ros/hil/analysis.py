@@ -26,6 +26,10 @@ class JointSamples:
     positions: np.ndarray    # (M, n), NaN where a message did not carry the joint
     velocities: np.ndarray   # (M, n)
     efforts: Optional[np.ndarray] = None   # (M, n), NaN where a message carried none
+    #: (M,) the order the messages arrived in (increasing numbers; None: unknown). Receive
+    #: times can tie (a sim-time receiver reads /clock in ticks, and a stall hands it many
+    #: messages at one reading): the order is then this, not the stamps'
+    arrival: Optional[np.ndarray] = None
 
     def arm(self, joints: Sequence[str]) -> "JointSamples":
         """Only the messages that carry every one of ``joints``, only those columns, in order."""
@@ -39,13 +43,14 @@ class JointSamples:
         efforts = None if self.efforts is None else self.efforts[rows][:, cols]
         return JointSamples(self.stamps[rows], self.received[rows], tuple(joints),
                             self.positions[rows][:, cols], self.velocities[rows][:, cols],
-                            efforts)
+                            efforts, self._arrival(rows))
 
     def window(self, start: float, end: float) -> "JointSamples":
         rows = (self.stamps >= start) & (self.stamps <= end)
         return JointSamples(self.stamps[rows], self.received[rows], self.names,
                             self.positions[rows], self.velocities[rows],
-                            None if self.efforts is None else self.efforts[rows])
+                            None if self.efforts is None else self.efforts[rows],
+                            self._arrival(rows))
 
     def received_since(self, start: float) -> "JointSamples":
         """Only the messages received at or after ``start`` (s, the receiver's clock): a
@@ -53,10 +58,14 @@ class JointSamples:
         rows = self.received >= start
         return JointSamples(self.stamps[rows], self.received[rows], self.names,
                             self.positions[rows], self.velocities[rows],
-                            None if self.efforts is None else self.efforts[rows])
+                            None if self.efforts is None else self.efforts[rows],
+                            self._arrival(rows))
 
     def __len__(self) -> int:
         return int(self.stamps.size)
+
+    def _arrival(self, rows) -> Optional[np.ndarray]:
+        return None if self.arrival is None else self.arrival[rows]
 
 
 def rate_hz(samples: JointSamples) -> float:

@@ -274,7 +274,7 @@ class JointStateRows:
         else:
             pick = lambda b: b[rows][:, cols]  # noqa: E731
         return JointSamples(self._stamps[rows].copy(), self._received[rows].copy(), tuple(names),
-                            pick(self._pos), pick(self._vel), pick(self._eff))
+                            pick(self._pos), pick(self._vel), pick(self._eff), seq.copy())
 
     def _stamp_span(self) -> str:
         if self._hi == self._lo:

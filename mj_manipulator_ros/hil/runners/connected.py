@@ -47,9 +47,10 @@ def _stream(stage: Stage, arm: str, joints, s) -> list[CheckResult]:
     """The arm's joint-state stream over the window (``hil/stream_check.py``): its largest
     hole, a lasting clock step, and how far a joint drifted while the arm should hold still."""
     rate = stage.params["expected_rate_hz"]
-    steps = S.clock_steps(s.stamps, s.received, stage.check("clock_step").threshold)
+    steps = S.clock_steps(s.stamps, s.received, stage.check("clock_step").threshold,
+                          arrival=s.arrival)
     step = S.largest_step(steps)
-    hole = S.largest_hole(s.stamps, s.received, rate, steps)  # a step is named, not a hole
+    hole = S.largest_hole(s.stamps, s.received, rate, steps, s.arrival)   # named, not a hole
     span = (f"over stamps {s.stamps.min():.3f}-{s.stamps.max():.3f} s" if len(s)
             else "no messages")
     hole_detail = (f"largest interval between stamps {hole.length_s * 1e3:.1f} ms after "
