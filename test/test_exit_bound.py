@@ -8,9 +8,8 @@ import sys
 import time
 
 import pytest
-import yaml
 
-from tiny_arm import tiny_mapping
+from tiny_arm import sim_then_sigint
 
 
 def _run(code: str, limit_s: float = 60.0) -> tuple[subprocess.CompletedProcess, float]:
@@ -60,23 +59,13 @@ def test_a_bound_that_is_not_positive_is_refused() -> None:
 def test_a_simulator_whose_close_hangs_says_where_and_exits(tmp_path) -> None:
     """The real simulator process (run_sim, the tiny pair), stopped by SIGINT once started;
     its close made to hang (the fault injected), the bound set to 2 s."""
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(tiny_mapping(tmp_path)))
-    code = ("import os, signal, threading\n"
-            "import mj_manipulator_ros.core.exit_bound as bound\n"
-            "import mj_manipulator_ros.core.heap as heap\n"
-            "from mj_manipulator_ros.sim import sim_node\n"
-            "bound.SHUTDOWN_BOUND_S = 2.0\n"
-            "real = heap.freeze_startup\n"
-            "def started():\n"
-            "    n = real()\n"
-            "    os.kill(os.getpid(), signal.SIGINT)\n"
-            "    return n\n"
-            "heap.freeze_startup = started\n"
-            "def close_that_hangs(self):\n"
-            "    threading.Event().wait()\n"
-            "sim_node.SimNode.close = close_that_hangs\n"
-            f"raise SystemExit(sim_node.run_sim({str(path)!r}, ['x']))\n")
+    code = sim_then_sigint(tmp_path, prelude=(
+        "import threading\n"
+        "import mj_manipulator_ros.core.exit_bound as bound\n"
+        "bound.SHUTDOWN_BOUND_S = 2.0\n"
+        "def close_that_hangs(self):\n"
+        "    threading.Event().wait()\n"
+        "sim_node.SimNode.close = close_that_hangs\n"))
     out, took = _run(code, limit_s=90.0)
     assert out.returncode == 1, (out.returncode, out.stdout[-1000:], out.stderr[-2000:])
     assert "sim: shutting down (bounded: 2 s" in out.stderr, out.stderr[-2000:]

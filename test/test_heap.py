@@ -14,7 +14,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
-from tiny_arm import tiny_config, tiny_mapping
+from tiny_arm import sim_then_sigint, tiny_config, tiny_mapping
 
 POINTS = 301
 
@@ -59,19 +59,8 @@ def test_the_simulator_process_freezes_its_start_up(tmp_path) -> None:
     collector's scans once it runs: a full collection in the running simulator then visits a
     small fraction of what it holds. Measured in a real simulator process, which stops itself
     (SIGINT) right after."""
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(tiny_mapping(tmp_path)))
-    code = ("import gc, os, signal\n"
-            "import mj_manipulator_ros.core.heap as heap\n"
-            "from mj_manipulator_ros.sim.sim_node import run_sim\n"
-            "real = heap.freeze_startup\n"
-            "def probe():\n"
-            "    n = real()\n"
-            "    print('FROZEN', n, 'TRACKED', len(gc.get_objects()), flush=True)\n"
-            "    os.kill(os.getpid(), signal.SIGINT)\n"
-            "    return n\n"
-            "heap.freeze_startup = probe\n"
-            f"raise SystemExit(run_sim({str(path)!r}, ['x']))\n")
+    code = sim_then_sigint(
+        tmp_path, on_start="print('FROZEN', n, 'TRACKED', len(gc.get_objects()), flush=True)")
     try:   # (it starts in ~1 s idle; without the freeze it would run until killed)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              timeout=60)

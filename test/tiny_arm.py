@@ -63,3 +63,26 @@ def swing(duration: float = 3.0) -> MultiArmPlan:
     s = np.sin(np.pi * t / duration) ** 2
     return MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), t, np.outer(s, [0.4, 0.3]))
                          for a in ("left", "right")})
+
+
+def sim_then_sigint(tmp_path: Path, on_start: str = "", prelude: str = "") -> str:
+    """Python source for a fresh process: the simulator (``run_sim``) on the tiny pair; once it
+    has started (its start-up frozen), ``on_start`` (statements, may use ``gc``) runs and the
+    process sends itself SIGINT. ``prelude`` (statements) runs first (a fault injected)."""
+    import yaml
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_mapping(tmp_path)))
+    body = "".join(f"    {line}\n" for line in on_start.splitlines())
+    return ("import gc, os, signal\n"
+            "import mj_manipulator_ros.core.heap as heap\n"
+            "from mj_manipulator_ros.sim import sim_node\n"
+            f"{prelude}"
+            "real = heap.freeze_startup\n"
+            "def started():\n"
+            "    n = real()\n"
+            f"{body}"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    return n\n"
+            "heap.freeze_startup = started\n"
+            f"raise SystemExit(sim_node.run_sim({str(path)!r}, ['x']))\n")
