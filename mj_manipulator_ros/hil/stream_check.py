@@ -165,9 +165,9 @@ def _whole_periods_off(excess: float, estimate: float, period: float) -> float:
     that very interval. Lost messages are believed only when the latency ``estimate`` is off
     the no-loss reading by :data:`LOSS_BELIEVED` periods or more, then as many as put it
     nearest: a loss exactly at the step is a coincidence, a least latency some ms off is
-    common on a loaded receiver (beside a busy loop, the rehearsal's sim-time receiver read a
-    -50 ms step -5 to -6 ms off; "nearest" made it -60.0 ms). Exact while the estimate is
-    within that many periods (no loss), or within a quarter period (losses)."""
+    common on a loaded receiver (beside a busy loop, "nearest" read a -50 ms step as -60.0
+    ms: the estimate was more than half a period off). Exact while the estimate is within that
+    many periods (no loss), or within a quarter period (losses)."""
     d = excess - estimate
     return excess if abs(d) < LOSS_BELIEVED * period else excess - round(d / period) * period
 
