@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from mj_manipulator_ros.sim import trajectory_follower
-from mj_manipulator_ros.sim.goal import GoalRequest, ToleranceRequest, check_goal
+from mj_manipulator_ros.core.tolerances import JointTolerance
+from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from tiny_arm import tiny_config
 
@@ -59,9 +60,9 @@ def _script(sim) -> dict:
             c.faults = dataclasses.replace(c.faults, **changes)
         return act
 
-    tight = (ToleranceRequest("right_j1", position=1e-4), ToleranceRequest("right_j2", position=1e-4))
-    slow = (ToleranceRequest("left_j1", velocity=0.1), ToleranceRequest("left_j2", velocity=0.1))
-    exact = (ToleranceRequest("left_j1", position=1e-7), ToleranceRequest("left_j2", position=1e-7))
+    tight = (JointTolerance("right_j1", position=1e-4), JointTolerance("right_j2", position=1e-4))
+    slow = (JointTolerance("left_j1", velocity=0.1), JointTolerance("left_j2", velocity=0.1))
+    exact = (JointTolerance("left_j1", position=1e-7), JointTolerance("left_j2", position=1e-7))
     return tickets, {
         # a future stamp: the move to the first point, then three points
         0: [submit("a", "left", [0.2, 0.8, 1.4], [[0.3, -0.2], [0.6, 0.4], [0.2, 0.1]],

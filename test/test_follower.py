@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mj_manipulator_ros.sim.goal import GoalRequest, ToleranceRequest, check_goal
+from mj_manipulator_ros.core.tolerances import JointTolerance
+from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from tiny_arm import tiny_config
 
@@ -95,7 +96,7 @@ def test_trajectory_entirely_in_the_past_is_rejected(sim) -> None:
 
 
 def test_path_tolerance_violation_aborts_minus_4(sim) -> None:
-    t = goal(sim, [0.1], [[1.5, 1.5]], path_tolerance=(ToleranceRequest("left_j1", 0.01),))
+    t = goal(sim, [0.1], [[1.5, 1.5]], path_tolerance=(JointTolerance("left_j1", 0.01),))
     run_until_done(sim, t)
     assert t.outcome == "aborted" and t.error_code == -4
     assert "path tolerance violated: joint left_j1: position error" in t.error_string
@@ -103,7 +104,7 @@ def test_path_tolerance_violation_aborts_minus_4(sim) -> None:
 
 def test_goal_tolerance_not_met_aborts_minus_5(sim, tmp_path) -> None:
     # Unreachable: 1.9 rad in 10 ms with a goal tolerance of 1e-4 and 0.05 s to get there.
-    t = goal(sim, [0.01], [[1.9, 0.0]], goal_tolerance=(ToleranceRequest("left_j1", 1e-4),),
+    t = goal(sim, [0.01], [[1.9, 0.0]], goal_tolerance=(JointTolerance("left_j1", 1e-4),),
              goal_time_tolerance=0.05)
     run_until_done(sim, t)
     assert t.outcome == "aborted" and t.error_code == -5
@@ -112,8 +113,8 @@ def test_goal_tolerance_not_met_aborts_minus_5(sim, tmp_path) -> None:
 
 def test_minus_one_means_unchecked(sim) -> None:
     # position and velocity erased (the stopped-velocity default of 0.01 would apply otherwise)
-    t = goal(sim, [0.01], [[1.9, 0.0]], goal_tolerance=(ToleranceRequest("left_j1", -1.0, -1.0),
-                                                          ToleranceRequest("left_j2", -1.0, -1.0)))
+    t = goal(sim, [0.01], [[1.9, 0.0]], goal_tolerance=(JointTolerance("left_j1", -1.0, -1.0),
+                                                          JointTolerance("left_j2", -1.0, -1.0)))
     for _ in range(10):  # 20 ms: past the 10 ms end
         sim.step_cycle()
     assert t.outcome == "succeeded"  # nothing checked: done at the end

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from mj_manipulator_ros.sim.goal import GoalRequest, ToleranceRequest, check_goal
-from mj_manipulator_ros.sim.sim_config import ToleranceDefaults
+from mj_manipulator_ros.core.tolerances import JointTolerance, ToleranceDefaults
+from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
 
 J = ("a", "b")
 D = ToleranceDefaults(path_position=0.2, goal_position=0.05, goal_time=1.0)
@@ -42,9 +42,9 @@ def test_defaults_include_the_stopped_velocity_tolerance() -> None:
 
 
 def test_minus_one_erases_zero_keeps_the_default_positive_sets() -> None:
-    g = accepted(req(path_tolerance=(ToleranceRequest("a", position=-1.0),
-                                     ToleranceRequest("b", position=0.3)),
-                     goal_tolerance=(ToleranceRequest("b", position=0.0, velocity=-1.0),),
+    g = accepted(req(path_tolerance=(JointTolerance("a", position=-1.0),
+                                     JointTolerance("b", position=0.3)),
+                     goal_tolerance=(JointTolerance("b", position=0.0, velocity=-1.0),),
                      goal_time_tolerance=-1.0))
     assert math.isinf(g.tolerances.path_position[0]) and g.tolerances.path_position[1] == 0.3
     assert g.tolerances.goal_position[1] == 0.05 and math.isinf(g.tolerances.goal_velocity[1])
@@ -52,11 +52,11 @@ def test_minus_one_erases_zero_keeps_the_default_positive_sets() -> None:
 
 
 @pytest.mark.parametrize("bad, words", [
-    (dict(path_tolerance=(ToleranceRequest("a", position=0.3), ToleranceRequest("b", position=-0.5))),
+    (dict(path_tolerance=(JointTolerance("a", position=0.3), JointTolerance("b", position=-0.5))),
      "illegal position path tolerance -0.5"),
-    (dict(goal_tolerance=(ToleranceRequest("elbow", position=0.3),)), "unknown joint 'elbow'"),
-    (dict(goal_tolerance=(ToleranceRequest("a", acceleration=-2.0),)), "illegal acceleration"),
-    (dict(path_tolerance=(ToleranceRequest("a", position=0.3),), goal_time_tolerance=-0.5),
+    (dict(goal_tolerance=(JointTolerance("elbow", position=0.3),)), "unknown joint 'elbow'"),
+    (dict(goal_tolerance=(JointTolerance("a", acceleration=-2.0),)), "illegal acceleration"),
+    (dict(path_tolerance=(JointTolerance("a", position=0.3),), goal_time_tolerance=-0.5),
      "illegal goal_time_tolerance"),
 ])
 def test_an_illegal_or_unknown_tolerance_reverts_every_tolerance_to_the_defaults(bad, words) -> None:

@@ -39,6 +39,7 @@ from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.sync import PlanClock
+from mj_manipulator_ros.core.tolerances import joint_row
 
 #: below this plan speed (norm over the arm's joints, rad/s or m/s) progress is not estimated
 MIN_SPEED = 0.3
@@ -113,8 +114,7 @@ class ExecutionWatch:
             cfg = config.arm(arm)
             names = tuple(plan[arm].joint_names)
             self.joints[arm] = names
-            self.tolerance[arm] = np.array([cfg.path_tolerance.get(j, s.path_tolerance_rad)
-                                            for j in names])
+            self.tolerance[arm] = joint_row(cfg.path_tolerance, s.path_tolerance_rad, names)
             self.velocity_limit[arm] = np.array(
                 [limit_or_inf(cfg.joint_limits.get(j), "velocity") for j in names]) \
                 * (1.0 + s.velocity_limit_margin)

@@ -51,7 +51,8 @@ from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus, StopKind
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
-from mj_manipulator_ros.ros.conversion import GoalTolerances, time_msg, time_ns, trajectory_msg
+from mj_manipulator_ros.core.tolerances import GoalTolerances
+from mj_manipulator_ros.ros.conversion import fill_tolerances, time_msg, time_ns, trajectory_msg
 
 #: Discovery poll period (s): rclpy has no event for "action server appeared".
 DISCOVERY_PERIOD_S = 0.02
@@ -579,7 +580,7 @@ class ArmRun:
         goal = FollowJointTrajectory.Goal()
         goal.trajectory = trajectory_msg(trajectory, stamp, self._to_wire)
         if self.tolerances is not None:
-            self.tolerances.fill(goal, self._to_wire)
+            fill_tolerances(goal, self.tolerances, self._to_wire)
         return goal
 
     def _feedback(self, msg) -> None:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
+from control_msgs.msg import JointTolerance as JointToleranceMsg
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import JointMismatchError, PlanError
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.sync import StartStamp
+from mj_manipulator_ros.core.tolerances import GoalTolerances, JointTolerance, split
 
 
 def duration_msg(seconds: float) -> Duration:
@@ -115,46 +116,36 @@ def joint_order(plan: MultiArmPlan) -> Sequence[str]:
     return [j for t in plan.arms.values() for j in t.joint_names]
 
 
-@dataclass(frozen=True)
-class GoalTolerances:
-    """One arm's share of a FollowJointTrajectory goal's tolerances, as sent (control_msgs
-    JointTolerance messages of the arm's joints; ``goal_time_tolerance`` in s)."""
+def goal_tolerances(goal) -> GoalTolerances:
+    """The tolerances a FollowJointTrajectory goal (or a combined goal) asks for, as values."""
+    def values(messages) -> tuple[JointTolerance, ...]:
+        return tuple(JointTolerance(t.name, t.position, t.velocity, t.acceleration)
+                     for t in messages)
+    return GoalTolerances(values(goal.path_tolerance), values(goal.goal_tolerance),
+                          duration_s(goal.goal_time_tolerance))
 
-    path: tuple = ()
-    goal: tuple = ()
-    goal_time_tolerance: float = 0.0
 
-    def fill(self, goal, names: Mapping[str, str] | None = None) -> None:
-        """Set the tolerance fields of a FollowJointTrajectory.Goal; ``names``: model name ->
-        the name the arm's controller uses (None: as given)."""
-        goal.path_tolerance = [_renamed(t, names) for t in self.path]
-        goal.goal_tolerance = [_renamed(t, names) for t in self.goal]
-        goal.goal_time_tolerance = duration_msg(self.goal_time_tolerance)
+def fill_tolerances(goal, tolerances: GoalTolerances,
+                    names: Mapping[str, str] | None = None) -> None:
+    """Set the tolerance fields of a FollowJointTrajectory.Goal; ``names``: model name -> the
+    name the arm's controller uses (None: as given)."""
+    wire = tolerances.renamed(names)
+    goal.path_tolerance = [_tolerance_msg(t) for t in wire.path]
+    goal.goal_tolerance = [_tolerance_msg(t) for t in wire.goal]
+    goal.goal_time_tolerance = duration_msg(wire.goal_time)
 
 
 def split_tolerances(goal, config: ExecutorConfig, arms: Sequence[str]) -> dict[str, GoalTolerances]:
-    """Split a combined goal's path/goal tolerances by the arm that owns each joint; every arm
-    gets the goal time tolerance.
+    """A combined goal's path/goal tolerances split by the arm that owns each joint; every arm
+    gets the goal time tolerance (``core.tolerances.split``).
 
     Raises:
-        JointMismatchError: a tolerance names a joint of no arm in ``arms`` (joint_trajectory_
-            controller would ignore it and revert to its defaults: refused instead).
+        JointMismatchError: a tolerance names a joint of no arm in ``arms``.
     """
     owner = {j: a.name for a in config.arms if a.name in arms for j in a.joint_names}
-    out = {a: {"path": [], "goal": []} for a in arms}
-    for kind, tolerances in (("path", goal.path_tolerance), ("goal", goal.goal_tolerance)):
-        for t in tolerances:
-            if t.name not in owner:
-                raise JointMismatchError(f"{kind}_tolerance names joint {t.name!r}, which no arm "
-                                         f"of the goal has; joints: {sorted(owner)}", joint=t.name)
-            out[owner[t.name]][kind].append(t)
-    gtt = duration_s(goal.goal_time_tolerance)
-    return {a: GoalTolerances(tuple(v["path"]), tuple(v["goal"]), gtt) for a, v in out.items()}
+    return split(goal_tolerances(goal), owner, arms)
 
 
-def _renamed(tolerance, names: Mapping[str, str] | None):
-    """A JointTolerance message under the controller's name for its joint (a copy)."""
-    if not names or names.get(tolerance.name, tolerance.name) == tolerance.name:
-        return tolerance
-    return type(tolerance)(name=names[tolerance.name], position=tolerance.position,
-                           velocity=tolerance.velocity, acceleration=tolerance.acceleration)
+def _tolerance_msg(t: JointTolerance) -> JointToleranceMsg:
+    return JointToleranceMsg(name=t.name, position=float(t.position), velocity=float(t.velocity),
+                             acceleration=float(t.acceleration))

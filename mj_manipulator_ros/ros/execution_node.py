@@ -54,7 +54,8 @@ from mj_manipulator_ros.core.goal_timing import GoalTiming
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionReport, ExecutionStatus, not_checked_lines
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason
-from mj_manipulator_ros.ros.conversion import GoalTolerances, split_combined, split_tolerances
+from mj_manipulator_ros.core.tolerances import GoalTolerances
+from mj_manipulator_ros.ros.conversion import split_combined, split_tolerances
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S, release_request
 

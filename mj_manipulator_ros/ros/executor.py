@@ -48,11 +48,11 @@ from mj_manipulator_ros.core.stop_meter import StopMeter
 from mj_manipulator_ros.core.sync import (
     INTERRUPTED, CancelScope, Failure, FailureReason, StartGate, StartStamp, interrupts_cancel,
     settle_interrupts)
+from mj_manipulator_ros.core.tolerances import GoalTolerances
 from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
 from mj_manipulator_ros.ros.arm_client import (
     CHECK_PERIOD_S, WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_S, ArmChannel, ArmRun, FeedbackHook,
     gate_wait_s)
-from mj_manipulator_ros.ros.conversion import GoalTolerances
 from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
 from mj_manipulator_ros.ros.start_check import StartCheck
 from mj_manipulator_ros.ros.context import RosContext

@@ -20,6 +20,7 @@ import numpy as np
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ClockOffsetError, StartStateError
 from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.tolerances import joint_row
 from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor, positions
 
 #: how often the clock-offset estimate is retried while samples accumulate, s
@@ -36,7 +37,7 @@ class StartCheck:
     def tolerances(self, arm: str) -> np.ndarray:
         """Per joint of the arm, its start tolerance (rad or m; 0 = unchecked)."""
         cfg, s = self.config.arm(arm), self.config.execution
-        return np.array([cfg.start_tolerance.get(j, s.start_tolerance_rad) for j in cfg.joint_names])
+        return joint_row(cfg.start_tolerance, s.start_tolerance_rad, cfg.joint_names)
 
     def state_enabled(self, arms: Sequence[str]) -> bool:
         return any(np.any(self.tolerances(a) > 0) for a in arms)

@@ -15,9 +15,9 @@ from rclpy.node import Node
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ArmConfig
-from mj_manipulator_ros.ros.conversion import duration_s, stamp_msg, time_ns
+from mj_manipulator_ros.ros.conversion import duration_s, goal_tolerances, stamp_msg, time_ns
 from mj_manipulator_ros.sim.goal import (
-    PREEMPTED_MESSAGE, ControllerGoal, GoalRequest, GoalTicket, ToleranceRequest, check_goal)
+    PREEMPTED_MESSAGE, ControllerGoal, GoalRequest, GoalTicket, check_goal)
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig
 from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S, release_request
@@ -61,15 +61,12 @@ class SimArmServer:
 
     def _request(self, goal: FollowJointTrajectory.Goal) -> GoalRequest:
         t = goal.trajectory
+        asked = goal_tolerances(goal)
         return GoalRequest(
             tuple(t.joint_names), [duration_s(p.time_from_start) for p in t.points],
             [list(p.positions) for p in t.points], [list(p.velocities) for p in t.points],
             [list(p.accelerations) for p in t.points], time_ns(t.header.stamp) * 1e-9,
-            tuple(ToleranceRequest(x.name, x.position, x.velocity, x.acceleration)
-                  for x in goal.path_tolerance),
-            tuple(ToleranceRequest(x.name, x.position, x.velocity, x.acceleration)
-                  for x in goal.goal_tolerance),
-            duration_s(goal.goal_time_tolerance), [list(p.effort) for p in t.points])
+            asked.path, asked.goal, asked.goal_time, [list(p.effort) for p in t.points])
 
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         with self._lock:

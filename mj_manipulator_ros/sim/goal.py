@@ -5,7 +5,6 @@ rows). The ROS layer converts a FollowJointTrajectory goal into :class:`GoalRequ
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -13,24 +12,14 @@ from typing import Optional, Sequence
 import numpy as np
 
 from mj_manipulator_ros.core.plan import ArmTrajectory
+from mj_manipulator_ros.core.tolerances import (
+    GoalTolerances, JointTolerance, ToleranceDefaults, Tolerances, effective)
 from mj_manipulator_ros.core.validation import FINAL_VELOCITY_EPS
 
 #: error codes of control_msgs/FollowJointTrajectory.Result (no ROS import here)
 SUCCESSFUL, INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP = 0, -1, -2, -3
 PATH_TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED = -4, -5
 PREEMPTED_MESSAGE = "Current goal preempted by new incoming action."
-
-
-@dataclass(frozen=True)
-class ToleranceRequest:
-    """One JointTolerance as sent (> 0 a tolerance, 0 = use the default, -1 = unchecked; any
-    other negative value is illegal: joint_trajectory_controller then reverts *every* tolerance
-    of the goal to its defaults)."""
-
-    name: str
-    position: float = 0.0
-    velocity: float = 0.0
-    acceleration: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -43,21 +32,16 @@ class GoalRequest:
     velocities: Sequence[Sequence[float]]
     accelerations: Sequence[Sequence[float]]
     stamp_s: float                     # header.stamp, s; 0 = start at the next control cycle
-    path_tolerance: tuple[ToleranceRequest, ...] = ()
-    goal_tolerance: tuple[ToleranceRequest, ...] = ()
+    path_tolerance: tuple[JointTolerance, ...] = ()
+    goal_tolerance: tuple[JointTolerance, ...] = ()
     goal_time_tolerance: float = 0.0   # 0 = default, -1 = unchecked, other negative = illegal
     efforts: Sequence[Sequence[float]] = ()  # per point; joint_trajectory_controller rejects any
 
-
-@dataclass(frozen=True)
-class Tolerances:
-    """Effective per-joint tolerances, shape (J,); inf = unchecked."""
-
-    path_position: np.ndarray
-    path_velocity: np.ndarray
-    goal_position: np.ndarray
-    goal_velocity: np.ndarray
-    goal_time: float
+    @property
+    def tolerances(self) -> GoalTolerances:
+        """The tolerances the goal asks for (core.tolerances)."""
+        return GoalTolerances(tuple(self.path_tolerance), tuple(self.goal_tolerance),
+                              self.goal_time_tolerance)
 
 
 @dataclass(frozen=True)
@@ -148,54 +132,8 @@ class GoalTicket:
         return 0.0 if t != t else t
 
 
-#: the one negative tolerance value that means "unchecked" (JTC's ERASE_VALUE)
-ERASE = -1.0
-
-
-def _resolve(value: float, default: float) -> Optional[float]:
-    """JTC's rule for one value: > 0 -> it; -1 -> unchecked (inf); 0 -> the default (a default
-    of 0 is unchecked); any other negative -> None (illegal)."""
-    if value > 0:
-        return value
-    if abs(value - ERASE) < 1e-12:
-        return math.inf
-    if value < 0:
-        return None
-    return default if default > 0 else math.inf
-
-
-def _tolerances(req: "GoalRequest", joints: Sequence[str], defaults) -> tuple[Tolerances, str]:
-    """The goal's effective tolerances, and a warning when JTC would revert them all to the
-    defaults (a tolerance for an unknown joint, or an illegal negative value)."""
-    def default_row(value: float) -> np.ndarray:
-        return np.full(len(joints), value if value > 0 else math.inf)
-    base = Tolerances(default_row(defaults.path_position), default_row(defaults.path_velocity),
-                      default_row(defaults.goal_position), default_row(defaults.goal_velocity),
-                      defaults.goal_time if defaults.goal_time > 0 else math.inf)
-    goal_time = _resolve(req.goal_time_tolerance, defaults.goal_time)
-    if goal_time is None:
-        return base, f"illegal goal_time_tolerance {req.goal_time_tolerance}: using the defaults"
-    rows = {"path_position": base.path_position.copy(), "path_velocity": base.path_velocity.copy(),
-            "goal_position": base.goal_position.copy(), "goal_velocity": base.goal_velocity.copy()}
-    for kind, requests in (("path", req.path_tolerance), ("goal", req.goal_tolerance)):
-        for r in requests:
-            if r.name not in joints:
-                return base, f"{kind} tolerance for unknown joint {r.name!r}: using the defaults"
-            k = list(joints).index(r.name)
-            for attr in ("position", "velocity"):
-                value = _resolve(getattr(r, attr), rows[f"{kind}_{attr}"][k])
-                if value is None:
-                    return base, (f"illegal {attr} {kind} tolerance {getattr(r, attr)} for joint "
-                                  f"{r.name!r}: using the defaults")
-                rows[f"{kind}_{attr}"][k] = value
-            if _resolve(r.acceleration, 0.0) is None:
-                return base, (f"illegal acceleration {kind} tolerance {r.acceleration} for joint "
-                              f"{r.name!r}: using the defaults")
-    return Tolerances(rows["path_position"], rows["path_velocity"], rows["goal_position"],
-                      rows["goal_velocity"], goal_time), ""
-
-
-def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: Optional[float], defaults,
+def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: Optional[float],
+               defaults: ToleranceDefaults,
                allow_partial: bool = False, allow_nonzero_end_velocity: bool = False,
                hold_positions: Optional[np.ndarray] = None) -> tuple[Optional[str], Optional[ControllerGoal]]:
     """Check a goal like joint_trajectory_controller. Returns (reason, None) to reject, or
@@ -206,7 +144,7 @@ def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: Optional[float]
         arm_joints: the controller's joints, in its order.
         now: controller clock, s; None skips the "ends in the past" check (JTC makes it when
             the goal arrives, never again when the accepted goal starts executing).
-        defaults: a ToleranceDefaults (sim_config).
+        defaults: the controller's tolerance defaults.
         hold_positions: current positions (J,), used for joints a partial goal leaves out.
     """
     arm_joints = list(arm_joints)
@@ -271,5 +209,5 @@ def check_goal(req: GoalRequest, arm_joints: Sequence[str], now: Optional[float]
             out[:, k] = a[:, src] if src >= 0 else (hold_positions[k] if a is pos else 0.0)
         return out
     traj = ArmTrajectory(tuple(arm_joints), times, reorder(pos), reorder(vel), reorder(acc))
-    tol, warning = _tolerances(req, arm_joints, defaults)
+    tol, warning = effective(req.tolerances, arm_joints, defaults)
     return None, ControllerGoal(traj, req.stamp_s if req.stamp_s > 0 else None, tol, warning)

@@ -18,6 +18,7 @@ from typing import Mapping, Optional, Union
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.schema import from_mapping
+from mj_manipulator_ros.core.tolerances import ToleranceDefaults
 from mj_manipulator_ros.model.exchange import ExchangeMode
 from mj_manipulator_ros.model.scene import GravityCompensation, Scene
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
@@ -133,19 +134,6 @@ class ArmFaults:
             return 0
         return self._occurrence(sim_time, self.joint_state_drop_at_s,
                                 self.joint_state_drop_every_s)[0]
-
-
-@dataclass(frozen=True)
-class ToleranceDefaults:
-    """Defaults used where a goal's tolerance is 0. A default of 0 means unchecked (as JTC)."""
-
-    path_position: float = field(default=0.0, metadata={"doc": "rad/m; 0 = unchecked", "min": 0.0})
-    path_velocity: float = field(default=0.0, metadata={"doc": "per s; 0 = unchecked", "min": 0.0})
-    goal_position: float = field(default=0.05, metadata={"doc": "rad/m; 0 = unchecked", "min": 0.0})
-    goal_velocity: float = field(default=0.01, metadata={
-        "doc": "per s; 0 = unchecked (JTC's stopped_velocity_tolerance, default 0.01)", "min": 0.0})
-    goal_time: float = field(default=1.0, metadata={
-        "doc": "s after the end to reach goal tolerance; 0 = wait forever", "min": 0.0})
 
 
 @dataclass(frozen=True)
