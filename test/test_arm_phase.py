@@ -49,7 +49,7 @@ def _phases(tiny_sim, ros, tmp_path, act=None, duration: float = 3.0):
         if thread is not None:
             thread.join(30)
             assert not thread.is_alive()
-        runs = executor._last_runs
+        runs = executor.last_run.arms
     return report, {a: [p for p, _cause in r.phases] for a, r in runs.items()}
 
 
@@ -66,7 +66,7 @@ def test_a_pause_and_a_resume(tiny_sim, ros, tmp_path) -> None:
     def pause_then_resume(executor) -> None:
         assert executor.pause("test pause")
         deadline = 100
-        while not all(r.paused for r in executor._last_runs.values()) and deadline:
+        while not all(r.paused for r in executor.last_run.arms.values()) and deadline:
             threading.Event().wait(0.05)
             deadline -= 1
         assert executor.resume()

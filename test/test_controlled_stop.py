@@ -256,7 +256,7 @@ def test_resume_refuses_an_arm_moved_while_paused_and_stays_paused(tiny_sim, ros
             _after_stamp(executor, 1.0)
             outcome["paused"] = executor.pause("test")
             deadline = time.monotonic() + 10
-            while not all(r.paused for r in executor._last_runs.values()) and \
+            while not all(r.paused for r in executor.last_run.arms.values()) and \
                     time.monotonic() < deadline:
                 time.sleep(0.01)
             right = node.arms["right"]

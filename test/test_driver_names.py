@@ -55,7 +55,7 @@ def test_a_plan_in_the_models_names_runs_on_controllers_using_their_own(tmp_path
         with MultiArmExecutor(config.executor, context=ros.context) as executor:
             report = executor.execute(plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}, 1.0))
             sent = {a: list(run.sent[0][1].trajectory.joint_names)
-                    for a, run in executor._last_runs.items()}
+                    for a, run in executor.last_run.arms.items()}
         for _ in range(20):
             spin.spin_once(timeout_sec=0.05)
     finally:

@@ -321,7 +321,7 @@ def test_a_ctrl_c_whose_handling_is_late_still_sends_nothing(ros, scripted, late
 
     from mj_manipulator_ros.core.sync import (
         INTERRUPTED, CancelScope, interrupts_cancel, settle_interrupts)
-    from mj_manipulator_ros.ros.executor import SETTLE_INTERRUPTS_S
+    from mj_manipulator_ros.ros.execution_run import SETTLE_INTERRUPTS_S
 
     ctl = scripted({"left": "succeed", "right": "succeed"})
     scope = CancelScope()

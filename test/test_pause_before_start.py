@@ -12,6 +12,7 @@ import threading
 import time
 
 from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus
+from mj_manipulator_ros.ros.execution_run import ExecutionRun
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from test_start_state import plan_from
 from tiny_arm import tiny_config
@@ -92,7 +93,7 @@ def test_a_pause_before_the_start_that_outlives_max_pause_sends_nothing(tiny_sim
 
 
 def test_a_pause_while_the_stamp_is_made_is_a_pause_along_the_plan_never_held(
-        tiny_sim, ros, tmp_path) -> None:
+        tiny_sim, ros, tmp_path, monkeypatch) -> None:
     """A pause asked after the last start check, while the stamp is being made (forced: asked
     as the start gate opens): the goals go out and the run pauses as it begins, so it must not
     be reported as held before the start (regression: ``held_before_start`` said so, and
@@ -102,14 +103,13 @@ def test_a_pause_while_the_stamp_is_made_is_a_pause_along_the_plan_never_held(
     config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
     seen: dict = {}
     out: dict = {}
+    open_gate = ExecutionRun._open_gate
     with MultiArmExecutor(config, context=ros.context) as executor:
-        open_gate = executor._open_gate
-
-        def pause_then_open(*args, **kwargs):
+        def pause_then_open(run):
             seen["paused"] = executor.pause("operator pause")
             seen["held"] = executor.held_before_start
-            return open_gate(*args, **kwargs)
-        executor._open_gate = pause_then_open
+            return open_gate(run)
+        monkeypatch.setattr(ExecutionRun, "_open_gate", pause_then_open)
         plan = plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]})
         thread = threading.Thread(target=lambda: out.update(report=executor.execute(plan)),
                                   name="test-execute")

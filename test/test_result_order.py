@@ -40,7 +40,7 @@ def run_with_a_busy_arm(ros, tmp_path, aborted: tuple[str, ...], busy: str,
                     time.sleep(0.002)
             executor.on_feedback = hook
             report: ExecutionReport = executor.execute(swing())
-            sent = {a: len(r.sent) for a, r in executor._last_runs.items()}
+            sent = {a: len(r.sent) for a, r in executor.last_run.arms.items()}
     finally:
         sim.close()
     return report, sent, held.is_set()
@@ -55,8 +55,8 @@ def test_an_abort_read_after_the_states_that_follow_it_still_wins(ros, tmp_path)
     controller's abort, and the left arm is sent nothing more (regression: ``left:
     progress_skew`` was the first failure, 103 ms, of a goal the simulator had aborted)."""
     def judged(executor: MultiArmExecutor) -> bool:   # the watch has judged the drift
-        watch = executor._watch
-        return watch is None or watch.violation is not None
+        run = executor.last_run
+        return executor.current_stamp is None or run.watch.violation is not None
     report, sent, held = run_with_a_busy_arm(ros, tmp_path, ("left",), "left", judged)
     assert held, report.summary()
     f = report.first_failure

@@ -79,7 +79,7 @@ def test_a_stop_on_the_stream_that_failed_is_not_measured(tmp_path) -> None:
     from mj_manipulator_ros.core.report import (
         ArmReport, ArmStatus, ExecutionReport, ExecutionStatus, StopKind)
     from mj_manipulator_ros.core.sync import Failure, FailureReason
-    from mj_manipulator_ros.ros.executor import _with_stop_figures
+    from mj_manipulator_ros.core.run_outcome import with_stop_figures
     from tiny_arm import swing, tiny_config
 
     plan, start = swing(), 100.0
@@ -105,7 +105,7 @@ def test_a_stop_on_the_stream_that_failed_is_not_measured(tmp_path) -> None:
 
     failed = {a: ArmReport(ArmStatus.CANCELED, stop=StopKind.CANCEL, cancel_requested_at=tripped_at)
               for a in plan.arm_names}
-    reports = _with_stop_figures(failed, meter, (), v.stream_failed())
+    reports = with_stop_figures(failed, meter, (), v.stream_failed())
     left, right = reports["left"], reports["right"]
     assert (left.stop_travel, left.stop_time_s, left.stop_observed_s) == (None, None, None)
     assert left.stop_not_measured is not None and "velocity_limit" in left.stop_not_measured

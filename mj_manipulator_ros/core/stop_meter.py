@@ -13,7 +13,7 @@ reported pose (summed message to message, as the controlled stop's predicted tra
 that turns back counts both ways; sensor noise adds to it), and the time until its last motion
 faster than ``STILL_SPEED`` (by finite differences of consecutive complete poses). The executor
 keeps listening after the last result until every stopped arm has been still for a moment,
-within a bound (``ros/executor.py``: ``STOP_SETTLE_S``, ``STOP_OBSERVE_S``): an arm still moving
+within a bound (``ros/execution_run.py``: ``STOP_SETTLE_S``, ``STOP_OBSERVE_S``): an arm still moving
 then is measured that far (``observed_s`` says how far).
 
 Joint states are merged by joint name, as the watch merges them (any subset per message).
