@@ -11,8 +11,8 @@ import inspect
 import threading
 import time
 
+from mj_manipulator_ros.core.arm_requests import ArmRequests
 from mj_manipulator_ros.core.report import ExecutionStatus, StopKind
-from mj_manipulator_ros.ros.arm_client import ArmRun
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from openarm_stop_driver import _after_stamp
 from test_execution_watch import swing_plan
@@ -28,9 +28,9 @@ CHAINED_LEAD_S = 1.0
 
 
 def _clearing_line() -> int:
-    """The line of ``ArmRun._replace_goal`` that clears the request it has read."""
-    lines, first = inspect.getsourcelines(ArmRun._replace_goal)
-    return first + next(k for k, text in enumerate(lines) if "self._retime = None" in text)
+    """The line of ``ArmRequests.take`` that clears the slot it has read."""
+    lines, first = inspect.getsourcelines(ArmRequests.take)
+    return first + next(k for k, text in enumerate(lines) if "self._slot = None" in text)
 
 
 def test_a_stop_requested_while_a_speed_change_is_taken_stops_every_arm(tiny_sim, ros,
@@ -42,7 +42,7 @@ def test_a_stop_requested_while_a_speed_change_is_taken_stops_every_arm(tiny_sim
     tiny_sim()
     config = tiny_config(tmp_path, execution={"use_sim_time": True,
                                               "start_lead_s": CHAINED_LEAD_S}).executor
-    code, line = ArmRun._replace_goal.__code__, _clearing_line()
+    code, line = ArmRequests.take.__code__, _clearing_line()
     fired, stop_done, outcome = threading.Event(), threading.Event(), {}
     executor = MultiArmExecutor(config, context=ros.context)
 
@@ -52,7 +52,7 @@ def test_a_stop_requested_while_a_speed_change_is_taken_stops_every_arm(tiny_sim
 
     def local(frame, event, _arg):
         if event == "line" and frame.f_lineno == line and not fired.is_set() \
-                and frame.f_locals["self"].channel.arm.name == "left":
+                and frame.f_locals["self"].arm == "left":
             fired.set()
             threading.Thread(target=request_stop, name="test-stop").start()
             stop_done.wait(0.1)   # done at once (~10 ms), unless the arm's lock holds it back

@@ -45,6 +45,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from mj_manipulator_ros.core.arm_phase import ArmPhase, arm_transition
+from mj_manipulator_ros.core.arm_requests import ArmRequests, Replacement
 from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
 from mj_manipulator_ros.core.goal_handover import HandoverJump, handover_jump
 from mj_manipulator_ros.core.goal_kind import GoalKind
@@ -199,10 +200,8 @@ class ArmRun:
     _watch: Optional["LivenessWatch"] = None
     _handle: object = None           # the accepted goal's handle, once known
     _result_future: object = None
-    #: (trajectory, stamp, kind, departs_s) to replace the running goal with
-    _retime: Optional[tuple] = None
-    #: written by any thread, taken by the arm's: a request is never lost between the two
-    _retime_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: what other threads ask of this arm's thread (``core/arm_requests.py``: who wins)
+    requests: ArmRequests = field(init=False, repr=False)
     retimes: int = 0                 # goals replaced by a speed change
     #: what the running goal is (``core/goal_kind.py``: what its success leaves the arm in)
     goal_kind: GoalKind = GoalKind.PLAN
@@ -211,7 +210,6 @@ class ArmRun:
     #: every phase entered, in order, with its cause: (phase, cause)
     phases: list = field(default_factory=list)
     _feedback_failed: bool = False   # on_feedback raised: not called again
-    _end_requested: bool = False
     #: every goal sent, with its send time on the controllers' clock (s): for the records
     sent: list = field(default_factory=list)
     #: the goal the controller runs (or holds the end of): (trajectory, start stamp in s)
@@ -222,6 +220,7 @@ class ArmRun:
 
     def __post_init__(self) -> None:
         arm = self.channel.arm
+        self.requests = ArmRequests(arm.name)
         #: model name -> its controller's, and back (None: the same names): made once
         self._to_wire = arm.to_wire() if arm.driver_joint_names else None
         self._to_model = ({w: m for m, w in self._to_wire.items()} if self._to_wire else None)
@@ -234,14 +233,13 @@ class ArmRun:
         controller that takes it later jumps (``core/goal_handover.py``) and the execution
         fails, ``late_acceptance``. Any thread: the arm's own thread sends it, at its next
         wake-up."""
-        with self._retime_lock:
-            self._retime = (trajectory, stamp, GoalKind(kind),
-                            stamp.seconds if departs_s is None else departs_s)
+        self.requests.replace(Replacement(trajectory, stamp, GoalKind(kind),
+                                          stamp.seconds if departs_s is None else departs_s))
         self.channel.wake()
 
     def request_end(self) -> None:
         """A paused arm ends (STOPPED, at rest) instead of waiting for a resume. Any thread."""
-        self._end_requested = True
+        self.requests.end()
         self.channel.wake()
 
     def _set(self, **changes) -> None:
@@ -362,13 +360,13 @@ class ArmRun:
         self._watch = watch
         while True:
             ch.spin_until(lambda: result_future.done() or self.scope.canceled
-                          or watch.probe_answered() or self._retime is not None,
+                          or watch.probe_answered() or self.requests.pending,
                           min(wall_limit, time.monotonic() + CHECK_PERIOD_S))
-            if self._retime is not None and not result_future.done():
+            if self.requests.pending and not result_future.done():
                 # a result already delivered wins: a goal its controller has ended is never
                 # replaced (a controlled stop sent to an arm its controller holds moves it again)
                 ch.read_delivered()
-            if self._retime is not None and not self.scope.canceled and not result_future.done():
+            if self.requests.pending and not self.scope.canceled and not result_future.done():
                 replaced = self._replace_goal(result_future)
                 if replaced is None:
                     return
@@ -427,13 +425,13 @@ class ArmRun:
         self._enter(ArmPhase.PAUSED, "the pause's goal succeeded")
         until = time.monotonic() + s.max_pause_s
         while True:
-            ch.spin_until(lambda: self.scope.canceled or self._retime is not None
-                          or self._end_requested,
+            ch.spin_until(lambda: self.scope.canceled or self.requests.pending
+                          or self.requests.end_requested,
                           min(until, time.monotonic() + CHECK_PERIOD_S))
-            if self.scope.canceled or self._end_requested or time.monotonic() >= until:
+            if self.scope.canceled or self.requests.end_requested or time.monotonic() >= until:
                 self._set(result_at=self.now(), error_code=0)
                 return None
-            if self._retime is not None:
+            if self.requests.pending:
                 replaced = self._replace_goal(done_future)
                 if replaced is not None:
                     self._set(status=ArmStatus.UNCONFIRMED_STOP, stop=None)
@@ -447,9 +445,10 @@ class ArmRun:
         """Send the retimed goal (it preempts the running one at the controller); switch to it.
         Returns (its result future, its stamp in s), or None after failing the scope."""
         ch, s = self.channel, self.settings
-        with self._retime_lock:   # one step: a request made meanwhile stays for the next turn
-            trajectory, stamp, kind, departs = self._retime
-            self._retime = None
+        # one step: a request made meanwhile stays for the next turn (core/arm_requests.py)
+        taken = self.requests.take()
+        trajectory, stamp, kind, departs = (taken.trajectory, taken.stamp, taken.kind,
+                                            taken.departs_s)
         self._enter(ArmPhase.REPLACING, f"the {kind} goal is sent")
         goal = self._goal(trajectory, stamp)
         sent_at = self.now()
