@@ -51,6 +51,8 @@ Result = FollowJointTrajectory.Result
 FEEDBACK_PERIOD_S = 0.05
 #: how long ``pause_feedback`` stays silent, s
 PAUSE_S = 1.5
+#: how often (s) the main loop looks whether SIGTERM or SIGINT shut the context down
+SHUTDOWN_POLL_S = 0.1
 
 
 class Behavior(str, enum.Enum):
@@ -211,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     executor = MultiThreadedExecutor(num_threads=4)
     executor.add_node(node)
     try:
-        executor.spin()
+        # not executor.spin(): its wait can miss the shutdown rclpy's SIGTERM handler makes (1
+        # of 8 SIGTERMs after a goal left the process waiting until killed, 2026-12-05); the
+        # context is looked at again every SHUTDOWN_POLL_S
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=SHUTDOWN_POLL_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
