@@ -38,6 +38,7 @@ from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.interpolation import remainder
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
+from mj_manipulator_ros.core.motion_phase import MotionPhase
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.core.sync import CancelScope, PlanClock, StartStamp
 from mj_manipulator_ros.resources import config_file, share_dir
@@ -193,7 +194,7 @@ class Rehearsal:
         while made < budget and self.now() < end_guard:
             self.step(int(self.rng.integers(5, 400)))
             if all(r.tickets[-1][1].done.is_set() for r in runs.values()) and \
-                    self.speed.state != "paused":
+                    self.speed.state is not MotionPhase.PAUSED:
                 return made          # the round ended (succeeded, stopped, canceled)
             kind = str(self.rng.choice(CONTROLLED + UNCONTROLLED,
                                        p=[0.3, 0.15, 0.2, 0.15, 0.1, 0.1]))
@@ -231,7 +232,7 @@ class Rehearsal:
         # preempt: the rest of the plan from the current plan time, stamp 0 (as a client that
         # re-sends a goal: the controller starts it from the measured state)
         s = clock.plan_time(self.now())
-        if s >= plan.duration - 0.05 or speed.state != "running":
+        if s >= plan.duration - 0.05 or speed.state is not MotionPhase.RUNNING:
             return False
         for arm, run in runs.items():
             run.tickets.append(("preempt", self.submit(arm, remainder(plan[arm], max(s, 0.0),

@@ -19,6 +19,7 @@ from typing import Callable, Optional
 from mj_manipulator_ros.core.errors import MjManipulatorError
 from mj_manipulator_ros.core.heap import FrozenHeap
 from mj_manipulator_ros.hil import runners
+from mj_manipulator_ros.hil.check_result import CheckStatus
 from mj_manipulator_ros.hil.records import GateState, RunRecord, fingerprint
 from mj_manipulator_ros.hil.setup_thresholds import with_setup
 from mj_manipulator_ros.hil.stages import load_protocol, render_checklist, stages_file
@@ -132,11 +133,12 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                 results_ = runners.RUNNERS[st.runner_name](session, st, protocol)
             for r in results_:
                 record.check(r)
-                mark = {"passed": "pass", "failed": "FAIL", "not_measured": "NOT MEASURED",
-                        "not_applicable": "n/a"}[r.status.value]
+                mark = {CheckStatus.PASSED: "pass", CheckStatus.FAILED: "FAIL",
+                        CheckStatus.NOT_MEASURED: "NOT MEASURED",
+                        CheckStatus.NOT_APPLICABLE: "n/a"}[r.status]
                 shown_value = "-" if r.measured is None else f"{r.measured:.4g}"
                 value = "" if r.threshold is None else f" {shown_value} (threshold {r.threshold:g} {r.unit})"
-                shown = r.detail if r.detail and r.status.value != "passed" else ""
+                shown = r.detail if r.detail and r.status is not CheckStatus.PASSED else ""
                 say(f"  [{mark}] {r.name} {r.subject}{value}{'  ' + shown if shown else ''}")
             passed = bool(results_) and all(r.passed for r in results_)
             ran.append((number, st.name, "passed" if passed else "FAILED"))

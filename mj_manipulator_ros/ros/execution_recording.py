@@ -26,7 +26,7 @@ from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import plan_to_mapping
-from mj_manipulator_ros.core.report import ExecutionReport
+from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport
 from mj_manipulator_ros.ros.bag_recorder import (
     MATCH_WAIT_S, RESERVE_BYTES, BagRecorder, arm_topics, goal_topic)
 
@@ -179,7 +179,7 @@ class ExecutionRecording:
                 if t is not None:
                     events.append((t, kind, arm, text, Log.INFO))
             confirmed = "stop confirmed" if r.stop_confirmed else "STOP UNCONFIRMED"
-            level = Log.INFO if r.status.value == "succeeded" else Log.WARN
+            level = Log.INFO if r.status is ArmStatus.SUCCEEDED else Log.WARN
             if not r.stop_confirmed:
                 level = Log.ERROR
             end = r.result_at if r.result_at is not None else now
