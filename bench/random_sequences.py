@@ -1,0 +1,303 @@
+"""Random operator sequences against the whole executor: seeded sequences of pauses, resumes,
+controlled stops, speed changes, aborts and injected controller failures, each at a random
+moment of one execution of the tiny pair's swing (the simulator in-process, on sim time, real
+DDS, the executor's own threads). Where ``bench/transitions.py`` drives the motion's ramps
+synchronously (limits, freezes), this drives the lifecycle: every thread, every phase.
+
+Per sequence it checks (``Sequence.problems``; the test asserts there are none):
+
+- ``execute`` returned one report, with a terminal status, every arm's stop confirmed, no arm
+  thread left running;
+- no request was lost: each call returned True or False or raised this package's error; a
+  pause that returned True while running has its record in the report; a stop that returned
+  True shows in the report (its record, or the execution canceled or failed first); an abort
+  that returned True is the report's first failure (or a failure stopped along the plan came
+  before it);
+- no arm moved while its phase said it stands: while an arm is ``paused`` (its pause goal
+  succeeded, at rest), its joints' speed in physics stays below ``STANDING_SPEED``;
+- every arm reported ``stopped`` is at rest at the end.
+
+Usage: python bench/random_sequences.py [--sequences 1000] [--seed 1]   (prints JSON)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 50))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+import numpy as np  # noqa: E402
+
+from mj_manipulator_ros.core.arm_phase import ArmPhase  # noqa: E402
+from mj_manipulator_ros.core.errors import MjManipulatorError  # noqa: E402
+from mj_manipulator_ros.core.goal_kind import GoalKind  # noqa: E402
+from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport, ExecutionStatus  # noqa: E402
+
+#: what an operator (or a failing controller) does
+ACTIONS = ("pause", "resume", "stop", "speed", "abort", "fault")
+#: how often each is drawn
+WEIGHTS = (0.25, 0.2, 0.12, 0.25, 0.08, 0.1)
+#: the swing's duration (s of plan time) and how far each joint swings (rad)
+PLAN_S, AMPLITUDE = 1.5, 0.6
+#: an arm that stands (its pause goal succeeded) moves slower than this in physics (rad/s):
+#: the simulated controller ends a pause goal within its goal tolerance, stopped velocity
+#: 0.01 rad/s (JTC's default)
+STANDING_SPEED = 0.02
+#: a stopped arm at the end is at rest below this (rad/s)
+REST_SPEED = 0.02
+#: how long a pause may hold before the execution ends (s, wall): short, so a sequence that
+#: never resumes ends soon
+MAX_PAUSE_S = 1.0
+#: the simulator's pace (sim s per wall s): the executor reads sim time, so every sim-time
+#: bound scales with it; the wall-clock ones (max_pause_s, the stop's observation) do not
+PACE = 2.0
+
+
+@dataclass
+class Request:
+    action: str
+    at: float                  # plan time it was made at (s)
+    answer: object = None      # True / False, or the error's class name
+    text: str = ""
+    running: bool = False      # the motion was stamped and running when it was made
+
+
+@dataclass
+class Sequence:
+    seed: int
+    requests: list[Request] = field(default_factory=list)
+    report: ExecutionReport | None = None
+    max_standing_speed: float = 0.0
+    problems: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def plan_of(rng: np.random.Generator):
+    from test_execution_watch import swing_plan
+    return swing_plan(duration=PLAN_S, amplitude=AMPLITUDE * float(rng.uniform(0.5, 1.0)))
+
+
+def actions_of(rng: np.random.Generator) -> list[tuple[float, str, float]]:
+    """Between 1 and 5 (plan time, action, factor) sorted by plan time; plan times from before
+    the start to past the end; the requests that end an execution (an abort, a failure) rarer
+    than those it runs on through."""
+    n = int(rng.integers(1, 6))
+    out = [(float(rng.uniform(-0.2, PLAN_S + 0.3)), str(rng.choice(ACTIONS, p=WEIGHTS)),
+            float(rng.uniform(0.3, 1.0))) for _ in range(n)]
+    # an operator who pauses mostly resumes: a resume soon after most pauses
+    out += [(t + float(rng.uniform(0.2, 0.8)), "resume", float(rng.uniform(0.3, 1.0)))
+            for t, action, _f in list(out) if action == "pause" and rng.random() < 0.8]
+    return sorted(out)
+
+
+def run_one(executor, sim, seed: int) -> Sequence:
+    """One seeded sequence on a running executor and simulator (the tiny pair)."""
+    rng = np.random.default_rng(seed)
+    seq = Sequence(seed)
+    plan = plan_of(rng)
+    actions = actions_of(rng)
+    done = threading.Event()
+    out: dict = {}
+    started = time.monotonic()
+
+    def operator() -> None:
+        for plan_time, action, factor in actions:
+            while not done.is_set():
+                stamp = executor.current_stamp
+                if plan_time < 0 or (stamp is not None
+                                     and executor.now() >= stamp.seconds + plan_time):
+                    break
+                time.sleep(0.002)
+            if done.is_set():
+                return
+            req = Request(action, plan_time, running=executor.current_stamp is not None
+                          and not executor.held_before_start)
+            reason = f"seq {seed} {action} at {plan_time:.3f}"
+            try:
+                if action == "pause":
+                    req.answer = executor.pause(reason)
+                elif action == "resume":
+                    req.answer = executor.resume()
+                elif action == "stop":
+                    req.answer = executor.stop(reason)
+                elif action == "speed":
+                    req.answer = executor.set_speed(factor)
+                elif action == "abort":
+                    req.answer = executor.abort(reason)
+                else:   # a controller fails: its goal aborted from now on
+                    arm = str(rng.choice(("left", "right")))
+                    sim.set_faults(arm, abort_after_s=0.0)
+                    req.answer, req.text = True, arm
+            except MjManipulatorError as exc:
+                req.answer, req.text = type(exc).__name__, str(exc)
+            except Exception as exc:   # noqa: BLE001 - reported as a problem by name
+                req.answer, req.text = f"unexpected {type(exc).__name__}", str(exc)
+            req.text = req.text or reason
+            seq.requests.append(req)
+
+    def sampler() -> None:
+        while not done.is_set():
+            run = executor.last_run
+            if run is not None and run.plan is plan:
+                snap = sim.shared.snapshot()
+                for arm, r in run.arms.items():
+                    if r.phase is ArmPhase.PAUSED:
+                        speed = float(np.abs(snap.arms[arm].velocities).max())
+                        seq.max_standing_speed = max(seq.max_standing_speed, speed)
+            time.sleep(0.005)
+
+    threads = [threading.Thread(target=f, name=f"seq-{f.__name__}") for f in (operator, sampler)]
+    for t in threads:
+        t.start()
+    try:
+        out["report"] = executor.execute(plan)
+    except MjManipulatorError as exc:
+        out["refused"] = exc
+    finally:
+        done.set()
+        for t in threads:
+            t.join(10.0)
+        for arm in ("left", "right"):
+            sim.set_faults(arm, abort_after_s=None)
+    seq.report = out.get("report")
+    seq.wall_s = round(time.monotonic() - started, 3)
+    seq.problems = problems(seq, out, threads, sim)
+    return seq
+
+
+def problems(seq: Sequence, out: dict, threads, sim) -> list[str]:
+    """What broke an invariant of the module docstring (empty: none)."""
+    found = []
+    if any(t.is_alive() for t in threads):
+        found.append("a test thread did not end")
+    arm_threads = [t.name for t in threading.enumerate() if t.name.startswith("mjmr-arm-")]
+    if arm_threads:
+        found.append(f"arm threads left running: {arm_threads}")
+    report = seq.report
+    if report is None:
+        found.append(f"execute returned no report: {out.get('refused')!r}")
+        return found
+    if report.status not in (ExecutionStatus.SUCCEEDED, ExecutionStatus.STOPPED,
+                             ExecutionStatus.CANCELED, ExecutionStatus.FAILED):
+        found.append(f"status {report.status}")
+    for arm, r in report.arms.items():
+        if not r.stop_confirmed or r.status is ArmStatus.UNCONFIRMED_STOP:
+            found.append(f"{arm}: stop not confirmed ({r.status.value}: {r.error_string})")
+    failure = report.first_failure
+    for req in seq.requests:
+        if isinstance(req.answer, str) and req.answer.startswith("unexpected"):
+            found.append(f"{req.action} at {req.at:.3f} raised {req.answer}: {req.text}")
+        if req.answer is not True:
+            continue
+        if req.action == "pause" and req.running and not any(
+                s.kind is GoalKind.PAUSE and s.reason == req.text for s in report.stops):
+            found.append(f"pause at {req.at:.3f} returned True, no pause in the report")
+        if req.action == "stop" and not (
+                any(s.kind is GoalKind.STOP and s.reason == req.text for s in report.stops)
+                or report.status in (ExecutionStatus.CANCELED, ExecutionStatus.FAILED)
+                or any(s.kind is GoalKind.PAUSE for s in report.stops)):
+            found.append(f"stop at {req.at:.3f} returned True; the report shows no stop")
+        if req.action == "abort" and not (
+                failure is not None and (req.text in failure.error_string
+                                         or failure.reason.value != "external_abort")):
+            found.append(f"abort at {req.at:.3f} returned True; first failure {failure}")
+    if seq.max_standing_speed > STANDING_SPEED:
+        found.append(f"a paused arm moved at {seq.max_standing_speed:.4f} rad/s")
+    snap = sim.shared.snapshot()
+    for arm, r in report.arms.items():
+        if r.status is ArmStatus.STOPPED:
+            speed = float(np.abs(snap.arms[arm].velocities).max())
+            if speed > REST_SPEED:
+                found.append(f"{arm} reported stopped, moving at {speed:.4f} rad/s")
+    return found
+
+
+class Bench:
+    """The tiny pair's simulator and an executor in one ROS context, for many sequences."""
+
+    def __init__(self, tmp: Path) -> None:
+        from mj_manipulator_ros.ros.context import RosContext
+        from mj_manipulator_ros.ros.executor import MultiArmExecutor
+        from mj_manipulator_ros.sim.sim_node import SimNode
+        from tiny_arm import tiny_config
+
+        config = tiny_config(tmp, sim={"real_time_factor": PACE},
+                             execution={"use_sim_time": True, "max_pause_s": MAX_PAUSE_S})
+        self.ros = RosContext()
+        self.sim = SimNode(config, context=self.ros.context).start()
+        self.executor = MultiArmExecutor(config.executor, context=self.ros.context)
+
+    def run(self, seeds) -> list[Sequence]:
+        out = []
+        for seed in seeds:
+            out.append(run_one(self.executor, self.sim, seed))
+            self._home()
+        return out
+
+    def _home(self) -> None:
+        """Back to the swing's start (0) after a sequence that ended elsewhere: the approach
+        move, checked like any plan."""
+        from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+        if not self._away():
+            return
+        rest = MultiArmPlan({a: ArmTrajectory((f"{a}_j1", f"{a}_j2"), np.array([0.0, 0.1]),
+                                              np.zeros((2, 2)), np.zeros((2, 2)))
+                             for a in ("left", "right")})
+        report = self.executor.execute(rest, approach=True)
+        if not report.succeeded:
+            raise RuntimeError(f"could not bring the arms home: {report.summary()}")
+
+    def _away(self) -> bool:
+        snap = self.sim.shared.snapshot()
+        return any(float(np.abs(s.positions).max()) > 0.005 for s in snap.arms.values())
+
+    def close(self) -> None:
+        self.executor.close()
+        self.sim.close()
+        self.ros.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sequences", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = Bench(Path(tmp))
+        try:
+            seqs = bench.run(range(args.seed, args.seed + args.sequences))
+        finally:
+            bench.close()
+    statuses: dict = {}
+    answers: dict = {}
+    for s in seqs:
+        key = s.report.status.value if s.report else "none"
+        statuses[key] = statuses.get(key, 0) + 1
+        for r in s.requests:
+            k = f"{r.action}: {r.answer}"
+            answers[k] = answers.get(k, 0) + 1
+    bad = [{"seed": s.seed, "problems": s.problems} for s in seqs if s.problems]
+    refusals = sorted({f"{r.action}: {r.answer}: {r.text}" for s in seqs for r in s.requests
+                       if isinstance(r.answer, str)})
+    print(json.dumps({"sequences": len(seqs), "with_problems": len(bad), "problems": bad[:20],
+                      "statuses": statuses, "refusals": refusals[:20], "answers": dict(sorted(answers.items())),
+                      "max_standing_speed": round(max(s.max_standing_speed for s in seqs), 5),
+                      "wall_s": round(time.monotonic() - started, 1),
+                      "conditions": f"tiny pair, in-process simulator at {PACE:g}x real time, "
+                                    "sim time, Fast DDS loopback"}, indent=1))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
