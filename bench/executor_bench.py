@@ -113,7 +113,9 @@ def bench(n_arms: int, executions: int) -> dict:
         plan = make_plan(tuple(arms), duration=2.0)
         bags = Path(tempfile.mkdtemp(prefix="mjmr-bench-bags-"))
         with BackgroundSpinner(spin, "bench-controllers"):
-            config = make_config(tuple(arms), start_lead_s=0.1)
+            # the peers canceled (the cancel path this measures): by default a failed arm's
+            # peers take a controlled stop, which a never-finishing controller never ends
+            config = make_config(tuple(arms), start_lead_s=0.1, cancel_peers_on_failure=True)
             with MultiArmExecutor(config, context=ros.context) as executor:
                 for k in range(executions + executions // 2):
                     record = k % 3 == 2  # every third run recorded, interleaved
