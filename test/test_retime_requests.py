@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import threading
-import time
 
 from mj_manipulator_ros.core.arm_requests import ArmRequests
 from mj_manipulator_ros.core.report import ExecutionStatus, StopKind
