@@ -79,7 +79,8 @@ def no_thread_left_behind():
 
 @pytest.fixture
 def scripted(ros):
-    """Factory: ``scripted({arm: (behavior, after)}) -> {arm: ScriptedController}`` serving
+    """Factory: ``scripted({arm: behavior | (behavior, after) | (behavior, after, from_goal)})
+    -> {arm: ScriptedController}`` serving
     /<arm>_arm_controller/follow_joint_trajectory in the test's context, spun in a background
     thread that is stopped (and every running goal ended) after the test."""
     import rclpy
@@ -94,9 +95,11 @@ def scripted(ros):
         node = rclpy.create_node(f"scripted_{len(made)}", context=ros.context)
         controllers = {}
         for arm, spec in behaviors.items():
-            behavior, after = (spec, 0.0) if isinstance(spec, (str, Behavior)) else spec
+            behavior, after, from_goal = (
+                (spec, 0.0, 1) if isinstance(spec, (str, Behavior)) else (*spec, 1)[:3])
             controllers[arm] = ScriptedController(
-                node, f"/{arm}_arm_controller/follow_joint_trajectory", Behavior(behavior), after)
+                node, f"/{arm}_arm_controller/follow_joint_trajectory", Behavior(behavior), after,
+                from_goal)
         executor = MultiThreadedExecutor(num_threads=4, context=ros.context)
         executor.add_node(node)
         spinner = BackgroundSpinner(executor, f"scripted-{len(made)}").start()

@@ -5,7 +5,7 @@ joints, arrival time) and then does exactly one thing:
 
 =================  ======================================================================
 ``succeed``        accept; succeed at stamp + the trajectory's duration (ROS time)
-``reject``         reject every goal
+``reject``         reject every goal (``after`` s after it came)
 ``abort_after``    accept; abort ``after`` s past the start with PATH_TOLERANCE_VIOLATED (-4)
 ``never_finish``   accept; run until canceled
 ``slow_accept``    wait ``after`` s before accepting, then behave as ``succeed``
@@ -18,13 +18,18 @@ joints, arrival time) and then does exactly one thing:
                    :data:`PAUSE_S` s (a healthy controller on a loaded machine)
 =================  ======================================================================
 
+With ``from_goal`` K (default 1), the goals before the K-th (in order of arrival) behave as
+``succeed`` and the behaviour applies from the K-th on: for example ``reject`` from goal 2
+accepts the plan's goal and rejects every replacement of it (a pause, a stop, a speed change).
+
 A new goal preempts the running one, as joint_trajectory_controller does: the running goal
 ends ABORTED ("Current goal preempted by new incoming action.") at once.
 
 While a goal runs, feedback (joint names, header stamp) is published at 20 Hz, like
 joint_trajectory_controller's action monitor (``ignore_cancel`` and ``never_finish`` included). It does not move anything; the MuJoCo simulated controller (``mj_manipulator_ros.sim``) is the
 one that behaves like joint_trajectory_controller. Run standalone with
-``python -m mj_manipulator_ros.ros.scripted_controller --action NAME --behavior B [--after S]``.
+``python -m mj_manipulator_ros.ros.scripted_controller --action NAME --behavior B [--after S]
+[--from-goal K]``.
 """
 
 from __future__ import annotations
@@ -85,10 +90,17 @@ class ScriptedController:
     """An action server on ``node`` (spin ``node`` in a MultiThreadedExecutor)."""
 
     def __init__(self, node: Node, action: str, behavior: Behavior = Behavior.SUCCEED,
-                 after: float = 0.0) -> None:
+                 after: float = 0.0, from_goal: int = 1) -> None:
+        if from_goal < 1:
+            raise ValueError(f"from_goal: expected the number of a goal (1 or more), got "
+                             f"{from_goal}")
         self.node = node
         self.behavior = Behavior(behavior)
         self.after = after
+        self.from_goal = from_goal
+        #: id of each goal message taken -> the behaviour it gets (kept with the message, so
+        #: an id is not reused while it is here)
+        self._behaviors: dict[int, tuple[object, Behavior]] = {}
         self.goals: list[ReceivedGoal] = []
         #: how each executed goal ended, in order: (its stamp in ns, "succeeded" | "canceled" |
         #: "preempted" | "aborted" | "shut down")
@@ -108,6 +120,9 @@ class ScriptedController:
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         traj = goal.trajectory
         with self._lock:
+            behavior = self.behavior if len(self.goals) + 1 >= self.from_goal \
+                else Behavior.SUCCEED
+            self._behaviors[id(goal)] = (goal, behavior)
             self.goals.append(ReceivedGoal(
                 time_ns(traj.header.stamp), tuple(traj.joint_names),
                 duration_s(traj.points[-1].time_from_start) if traj.points else 0.0, self._now(),
@@ -116,21 +131,29 @@ class ScriptedController:
                 duration_s(goal.goal_time_tolerance)))
         self.node.get_logger().info(
             f"goal received: {len(traj.joint_names)} joints, {len(traj.points)} points, "
-            f"stamp {time_ns(traj.header.stamp)} ns ({self.behavior.value})")
-        if self.behavior is Behavior.REJECT:
+            f"stamp {time_ns(traj.header.stamp)} ns ({behavior.value})")
+        if behavior is Behavior.REJECT:
+            self._stop.wait(self.after)
+            with self._lock:
+                self._behaviors.pop(id(goal), None)
             return GoalResponse.REJECT
-        if self.behavior is Behavior.SLOW_ACCEPT:
+        if behavior is Behavior.SLOW_ACCEPT:
             self._stop.wait(self.after)
         return GoalResponse.ACCEPT
 
-    def _on_cancel(self, _request) -> CancelResponse:
+    def _behavior_of(self, goal: FollowJointTrajectory.Goal) -> Behavior:
+        with self._lock:
+            return self._behaviors.get(id(goal), (None, self.behavior))[1]
+
+    def _on_cancel(self, goal_handle) -> CancelResponse:
         with self._lock:
             self.cancel_requests += 1
-        if self.behavior is Behavior.IGNORE_CANCEL:
+        if self._behavior_of(goal_handle.request) is Behavior.IGNORE_CANCEL:
             return CancelResponse.REJECT
         return CancelResponse.ACCEPT
 
     def _execute(self, goal_handle) -> Result:
+        behavior = self._behavior_of(goal_handle.request)
         traj = goal_handle.request.trajectory
         start = time_ns(traj.header.stamp) * 1e-9 or self._now()
         duration = duration_s(traj.points[-1].time_from_start) if traj.points else 0.0
@@ -143,19 +166,20 @@ class ScriptedController:
             if self._running is not None:
                 self._running.set()
             self._running = preempted
-        if self.behavior is Behavior.ABORT_AFTER:
+        if behavior is Behavior.ABORT_AFTER:
             end = start + self.after
-        elif self.behavior in (Behavior.NEVER_FINISH, Behavior.SILENT):
+        elif behavior in (Behavior.NEVER_FINISH, Behavior.SILENT):
             end = float("inf")
-        elif self.behavior is Behavior.EXIT_MID_GOAL:
+        elif behavior is Behavior.EXIT_MID_GOAL:
             end = start + self.after
         stamp_ns = time_ns(traj.header.stamp)
 
         def ended(outcome: str) -> None:
             with self._lock:
                 self.outcomes.append((stamp_ns, outcome))
+                self._behaviors.pop(id(goal_handle.request), None)
         while True:
-            if goal_handle.is_cancel_requested and self.behavior is not Behavior.IGNORE_CANCEL:
+            if goal_handle.is_cancel_requested and behavior is not Behavior.IGNORE_CANCEL:
                 goal_handle.canceled()
                 ended("canceled")
                 return Result(error_code=Result.SUCCESSFUL, error_string="canceled")
@@ -165,10 +189,10 @@ class ScriptedController:
                 return Result(error_code=Result.INVALID_GOAL,
                               error_string="Current goal preempted by new incoming action.")
             now = self._now()
-            paused = self.behavior is Behavior.PAUSE_FEEDBACK and \
+            paused = behavior is Behavior.PAUSE_FEEDBACK and \
                 start + self.after <= now < start + self.after + PAUSE_S
             if now >= next_feedback and not paused and \
-                    self.behavior not in (Behavior.SILENT, Behavior.NO_FEEDBACK):  # JTC: 20 Hz
+                    behavior not in (Behavior.SILENT, Behavior.NO_FEEDBACK):  # JTC: 20 Hz
                 feedback.header.stamp = self.node.get_clock().now().to_msg()
                 goal_handle.publish_feedback(feedback)
                 next_feedback = now + FEEDBACK_PERIOD_S
@@ -181,9 +205,9 @@ class ScriptedController:
             goal_handle.abort()
             ended("shut down")
             return Result(error_code=Result.INVALID_GOAL, error_string="controller shut down")
-        if self.behavior is Behavior.EXIT_MID_GOAL:
+        if behavior is Behavior.EXIT_MID_GOAL:
             os._exit(3)
-        if self.behavior is Behavior.ABORT_AFTER:
+        if behavior is Behavior.ABORT_AFTER:
             goal_handle.abort()
             ended("aborted")
             return Result(error_code=Result.PATH_TOLERANCE_VIOLATED,
@@ -203,13 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--action", required=True)
     parser.add_argument("--behavior", default="succeed", choices=[b.value for b in Behavior])
     parser.add_argument("--after", type=float, default=0.0)
+    parser.add_argument("--from-goal", type=int, default=1,
+                        help="the behaviour applies from this goal on; earlier ones succeed")
     args = parser.parse_args(argv)
     # SIGTERM ends it like Ctrl-C: rclpy shuts the context down and the node leaves the graph
     # (killed outright, its servers would linger in the peers' discovery until their lease ran
     # out)
     rclpy.init(signal_handler_options=SignalHandlerOptions.ALL)
     node = rclpy.create_node(f"scripted_controller_{os.getpid()}")
-    ScriptedController(node, args.action, Behavior(args.behavior), args.after)
+    ScriptedController(node, args.action, Behavior(args.behavior), args.after, args.from_goal)
     executor = MultiThreadedExecutor(num_threads=4)
     executor.add_node(node)
     try:
