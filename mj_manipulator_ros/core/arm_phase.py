@@ -15,11 +15,21 @@ replacing    running      the controller accepted it: it is the goal running
 running      paused       the pause's goal succeeded: at rest on the plan, no goal active
 paused       replacing    resume: the resume's goal is sent
 sending      stopping     (any of these) the execution fails or is canceled with a goal that
-running      stopping     is, or may be, active: it is canceled and its end awaited
-replacing    stopping
-any          done         the arm's part has ended: its goal's result read, its stop confirmed
-                          or said unconfirmed, nothing sent, or refused
+running      stopping     is, or may be, active (in flight included), or a replacement failed:
+replacing    stopping     the goal is canceled (a no-op for one that has ended) and its result
+                          read
+idle         done         the arm's thread could not be started: nothing sent
+discovering  done         no action server in time, or the execution ended first: nothing sent
+at_gate      done         the gate did not open: nothing sent
+sending      done         the controller rejected the goal
+running      done         its goal's result was read
+paused       done         the execution ended while paused (the end asked, a cancel, the bound)
+stopping     done         the cancel's answer and the result read, or said missing
 ===========  ===========  ========================================================================
+
+``replacing`` never ends directly: the goal it replaces may still run (a rejected replacement
+leaves it running), so the arm goes through ``stopping``, whose cancel is answered "terminated"
+when it had ended.
 
 Any other transition raises :class:`IllegalTransitionError`. How the arm's goal *ended* is its
 report's ``ArmStatus``; the phase says where the arm's thread is now.
@@ -48,8 +58,7 @@ class ArmPhase(WordEnum):
 
 _P = ArmPhase
 
-#: (from, to) -> what causes it (the table of the module docstring); DONE is reachable from any
-#: phase but itself
+#: (from, to) -> what causes it (the table of the module docstring)
 TRANSITIONS: Mapping[tuple[ArmPhase, ArmPhase], str] = {
     (_P.IDLE, _P.DISCOVERING): "the arm's thread starts",
     (_P.DISCOVERING, _P.AT_GATE): "the action server is there",
@@ -59,10 +68,16 @@ TRANSITIONS: Mapping[tuple[ArmPhase, ArmPhase], str] = {
     (_P.REPLACING, _P.RUNNING): "the replacement was accepted",
     (_P.RUNNING, _P.PAUSED): "the pause's goal succeeded",
     (_P.PAUSED, _P.REPLACING): "resume",
-    (_P.SENDING, _P.STOPPING): "canceled with the goal in flight",
+    (_P.SENDING, _P.STOPPING): "canceled, or not answered in time, with the goal in flight",
     (_P.RUNNING, _P.STOPPING): "canceled while running",
-    (_P.REPLACING, _P.STOPPING): "canceled while replacing",
-    **{(p, _P.DONE): "the arm's part ended" for p in ArmPhase if p is not _P.DONE},
+    (_P.REPLACING, _P.STOPPING): "canceled while replacing, or the replacement failed",
+    (_P.IDLE, _P.DONE): "its thread could not be started",
+    (_P.DISCOVERING, _P.DONE): "no action server, or the execution ended first",
+    (_P.AT_GATE, _P.DONE): "the gate did not open",
+    (_P.SENDING, _P.DONE): "the goal was rejected",
+    (_P.RUNNING, _P.DONE): "its goal's result was read",
+    (_P.PAUSED, _P.DONE): "the execution ended while paused",
+    (_P.STOPPING, _P.DONE): "the cancel's answer and the result read, or said missing",
 }
 
 

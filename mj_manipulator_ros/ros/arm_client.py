@@ -47,6 +47,7 @@ from rclpy.node import Node
 from mj_manipulator_ros.core.arm_phase import ArmPhase, arm_transition
 from mj_manipulator_ros.core.arm_requests import ArmRequests, Replacement
 from mj_manipulator_ros.core.config import ArmConfig, ExecutionSettings
+from mj_manipulator_ros.core.errors import IllegalTransitionError
 from mj_manipulator_ros.core.goal_handover import HandoverJump, handover_jump
 from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.plan import ArmTrajectory
@@ -217,6 +218,9 @@ class ArmRun:
     #: for a goal its controller ended failed: since when (s, the controllers' clock) its
     #: result may have been waiting unread (the thread's last wait began then); None otherwise
     unread_since: Optional[float] = None
+    #: a goal sent and never answered (what it was, said): it may be running, whatever else
+    #: this arm's goals said; None when every goal sent was answered
+    _unanswered: Optional[str] = None
 
     def __post_init__(self) -> None:
         arm = self.channel.arm
@@ -277,19 +281,47 @@ class ArmRun:
             self._set(error_string=text)
         try:
             handle, result_future = self._handle, self._result_future
-            if handle is not None and (result_future is None or not result_future.done()):
+            # a goal that is, or may be, active is canceled and its result read: any goal
+            # whose result is unread, and the running goal of an arm that was replacing it or
+            # is stopping (a cancel of a goal that has ended is answered "terminated")
+            if handle is not None and (
+                    self.phase in (ArmPhase.REPLACING, ArmPhase.STOPPING)
+                    or result_future is None or not result_future.done()):
                 try:
-                    if self.phase in (ArmPhase.SENDING, ArmPhase.RUNNING, ArmPhase.REPLACING):
-                        self._enter(ArmPhase.STOPPING, "canceled: the execution ended first")
+                    if self.phase is not ArmPhase.STOPPING:
+                        self._enter(ArmPhase.STOPPING, "canceled: the execution ended first"
+                                    if self.scope.canceled else "its replacement failed")
                     self._stop(handle, result_future or handle.get_result_async())
                 except Exception as exc:  # noqa: BLE001
                     self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
                               error_string=f"stopping failed: {type(exc).__name__}: {exc}")
+            if self._unanswered is not None:
+                # whatever the goal canceled above said, a goal sent and never answered may
+                # have been taken after it and be running
+                self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
+                          error_string=_joined(self.out.error_string, self._unanswered))
         finally:
-            if self.phase is not ArmPhase.DONE:
-                self.phase = ArmPhase.DONE   # from any phase (the table's last row)
-                self.phases.append((ArmPhase.DONE, "the arm's part ended"))
+            self._end("the arm's part ended")
             self.channel.release_reads()
+
+    def end_unstarted(self, why: str) -> None:
+        """This arm's thread could not be started: its part ends here, nothing sent (the
+        caller's thread, before any arm thread could read this run)."""
+        self._set(error_string=why)
+        self._end(why)
+
+    def _end(self, cause: str) -> None:
+        """Move to DONE, from any phase the table allows it from; one it does not is a bug,
+        said in the report and the scope's failure, and the part still ends."""
+        if self.phase is ArmPhase.DONE:
+            return
+        try:
+            self._enter(ArmPhase.DONE, cause)
+        except IllegalTransitionError as exc:
+            self._fail(FailureReason.EXCEPTION, str(exc))
+            self._set(error_string=_joined(self.out.error_string, str(exc)))
+            self.phase = ArmPhase.DONE
+            self.phases.append((ArmPhase.DONE, f"{cause} (illegal: {exc})"))
 
     def _run(self):
         ch, s = self.channel, self.settings
@@ -332,7 +364,8 @@ class ArmRun:
             return
         if handle.accepted:
             self._handle = handle
-            self._enter(ArmPhase.RUNNING, "the goal was accepted")
+            if self.phase is ArmPhase.SENDING:   # else stopping: run() cancels it
+                self._enter(ArmPhase.RUNNING, "the goal was accepted")
         if not handle.accepted:
             self._set(status=ArmStatus.REJECTED, error_string=f"goal rejected by {ch.arm.action_name}")
             self._fail(FailureReason.GOAL_REJECTED, self.out.error_string)
@@ -343,6 +376,8 @@ class ArmRun:
         self._set(accepted_at=read, status=ArmStatus.UNCONFIRMED_STOP,
                   taken_at=taken_stamp(taken_ns * 1e-9 if taken_ns else None,
                                        self.out.goal_sent_at, read, s.max_clock_offset_s))
+        if self.phase is ArmPhase.STOPPING:
+            return   # canceled while the goal was in flight: run() cancels it
         if acceptance_lateness(stamp.seconds, self.out.taken_at, read) > 0 \
                 and not s.allow_late_acceptance:
             self._fail(FailureReason.LATE_ACCEPTANCE, late_acceptance_text(
@@ -455,16 +490,18 @@ class ArmRun:
         self.sent.append((sent_at, goal))
         # a retimed goal, once accepted, is the goal running (it preempts the old one at the
         # controller): never answered, run() still cancels the old goal (it may be the one)
-        handle = self._send_goal(goal, "retimed goal")
+        handle = self._send_goal(goal, f"{kind} goal")
         if handle is None:
             return None
         if not handle.accepted:
             if not self.scope.canceled:
                 self._fail(FailureReason.GOAL_REJECTED,
-                           f"retimed goal rejected by {ch.arm.action_name}")
+                           f"{kind} goal rejected by {ch.arm.action_name}")
             return None   # the running goal is canceled by run() on the way out
         self._handle = handle
         self._result_future = handle.get_result_async()
+        if self.phase is ArmPhase.STOPPING:
+            return None   # canceled while it was in flight: run() cancels it
         self.duration_s = trajectory.duration
         self.goal_kind = kind
         self._enter(ArmPhase.RUNNING, f"the {kind} goal was accepted")
@@ -504,10 +541,13 @@ class ArmRun:
             if not self.scope.canceled:
                 self._fail(FailureReason.NO_RESPONSE,
                            f"no accept/reject within {s.accept_wait_s} s of sending the {what}")
+            # the execution ends: the goal is canceled once its answer says it was accepted
+            self._enter(ArmPhase.STOPPING, f"canceled with the {what} in flight")
             if not ch.spin_until(send_future.done, time.monotonic() + s.cancel_wait_s):
+                self._unanswered = (f"the {what} was sent and never answered: it may have "
+                                    "been accepted and be running")
                 self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
-                          error_string=self.out.error_string or f"{what} sent but never "
-                          "answered: it may have been accepted and be running")
+                          error_string=_joined(self.out.error_string, self._unanswered))
                 return None
         return send_future.result()
 
@@ -603,6 +643,13 @@ class ArmRun:
 
     def report(self) -> ArmReport:
         return self.out
+
+
+def _joined(before: str, text: str) -> str:
+    """``text`` after what was said ``before`` (once)."""
+    if not before:
+        return text
+    return before if text in before else f"{before}; {text}"
 
 
 def _succeeded(response) -> bool:

@@ -135,11 +135,8 @@ class ExecutionRun:
         if self.log is not None:
             self.log.enter(ExecutionPhase.STAMPING, time.monotonic())
         speed.on_stop = self.meter.start
-        threads = [threading.Thread(target=self._arm_main, args=(a, r), name=f"mjmr-arm-{a}",
-                                    daemon=True) for a, r in self.arms.items()]
+        threads = self._start_threads()
         try:
-            for t in threads:
-                t.start()
             self.stamp = self._open_gate()
             if self.stamp is not None and self.log is not None:
                 self.log.enter(ExecutionPhase.RUNNING, time.monotonic())
@@ -156,6 +153,30 @@ class ExecutionRun:
             speed.end()
             self.parts.monitor.listener = None
         return self._report()
+
+    def _start_threads(self) -> list[threading.Thread]:
+        """One thread per arm, started. One that cannot be (the process's thread limit: a
+        container's ``pids.max``) fails the execution before anything is sent: it and the arms
+        after it end here, those started see the cancel. Returns the threads started."""
+        started = []
+        for arm, run in self.arms.items():
+            thread = threading.Thread(target=self._arm_main, args=(arm, run),
+                                      name=f"mjmr-arm-{arm}", daemon=True)
+            if not self.scope.canceled:
+                try:
+                    thread.start()
+                    started.append(thread)
+                    continue
+                except RuntimeError as exc:
+                    self.scope.fail(Failure(arm, FailureReason.EXCEPTION, None,
+                                            f"arm {arm!r}: its thread could not be started: "
+                                            f"{exc}; nothing was sent"))
+            first = self.scope.failure
+            run.end_unstarted("its thread could not be started: nothing sent"
+                              if first is None or first.arm == arm else
+                              f"not started: the execution failed first ({first.error_string})")
+            self._finished.count_down(arm)
+        return started
 
     def _arm_main(self, arm: str, run: ArmRun) -> None:
         try:
