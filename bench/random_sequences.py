@@ -116,16 +116,9 @@ def run_one(executor, sim, seed: int) -> Sequence:
 
     def operator() -> None:
         for plan_time, action, factor in actions:
-            while not done.is_set():
-                stamp = executor.current_stamp
-                if plan_time < 0 or (stamp is not None
-                                     and executor.now() >= stamp.seconds + plan_time):
-                    break
-                time.sleep(0.002)
-            if done.is_set():
+            if not wait_for_plan_time(executor, plan_time, done):
                 return
-            req = Request(action, plan_time, running=executor.current_stamp is not None
-                          and not executor.held_before_start)
+            req = Request(action, plan_time, running=running(executor))
             reason = f"seq {seed} {action} at {plan_time:.3f}"
             try:
                 if action == "pause":
@@ -150,15 +143,7 @@ def run_one(executor, sim, seed: int) -> Sequence:
             seq.requests.append(req)
 
     def sampler() -> None:
-        while not done.is_set():
-            run = executor.last_run
-            if run is not None and run.plan is plan:
-                snap = sim.shared.snapshot()
-                for arm, r in run.arms.items():
-                    if r.phase is ArmPhase.PAUSED:
-                        speed = float(np.abs(snap.arms[arm].velocities).max())
-                        seq.max_standing_speed = max(seq.max_standing_speed, speed)
-            time.sleep(0.005)
+        watch_standing(executor, sim, lambda run: run.plan is plan, seq, done)
 
     threads = [threading.Thread(target=f, name=f"seq-{f.__name__}") for f in (operator, sampler)]
     for t in threads:
@@ -176,12 +161,49 @@ def run_one(executor, sim, seed: int) -> Sequence:
     seq.report = out.get("report")
     run = executor.last_run
     if run is not None and run.plan is plan:
-        for r in run.arms.values():
-            phases = [ArmPhase.IDLE] + [p for p, _cause in r.phases]
-            seq.arm_moves |= {(a.value, b.value) for a, b in zip(phases, phases[1:])}
+        seq.arm_moves |= arm_moves(run)
     seq.wall_s = round(time.monotonic() - started, 3)
     seq.problems = problems(seq, out, threads, sim)
     return seq
+
+
+def wait_for_plan_time(executor, plan_time: float, done: threading.Event) -> bool:
+    """Until the running execution's plan clock passes ``plan_time`` (at once for one before
+    the start); False when ``done`` was set first."""
+    while not done.is_set():
+        stamp = executor.current_stamp
+        if plan_time < 0 or (stamp is not None and executor.now() >= stamp.seconds + plan_time):
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def running(executor) -> bool:
+    """The motion is stamped and not held before its start."""
+    return executor.current_stamp is not None and not executor.held_before_start
+
+
+def watch_standing(executor, sim, mine, seq: Sequence, done: threading.Event) -> None:
+    """Until ``done``: the largest joint speed (physics) of an arm whose phase is ``paused``,
+    in the runs ``mine(run)`` accepts, into ``seq.max_standing_speed``."""
+    while not done.is_set():
+        run = executor.last_run
+        if run is not None and mine(run):
+            snap = sim.shared.snapshot()
+            for arm, r in run.arms.items():
+                if r.phase is ArmPhase.PAUSED:
+                    speed = float(np.abs(snap.arms[arm].velocities).max())
+                    seq.max_standing_speed = max(seq.max_standing_speed, speed)
+        time.sleep(0.005)
+
+
+def arm_moves(run) -> set:
+    """Every (from, to) phase move the arms of ``run`` made, as words."""
+    moves = set()
+    for r in run.arms.values():
+        phases = [ArmPhase.IDLE] + [p for p, _cause in r.phases]
+        moves |= {(a.value, b.value) for a, b in zip(phases, phases[1:])}
+    return moves
 
 
 def problems(seq: Sequence, out: dict, threads, sim) -> list[str]:
@@ -247,6 +269,7 @@ class Bench:
         config = tiny_config(tmp, sim={"real_time_factor": PACE},
                              execution={"use_sim_time": True, "max_pause_s": MAX_PAUSE_S,
                                         "start_lead_s": 0.25 * PACE})
+        self.config = config
         self.ros = RosContext()
         self.sim = SimNode(config, context=self.ros.context).start()
         self.executor = MultiArmExecutor(config.executor, context=self.ros.context)
