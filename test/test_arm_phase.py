@@ -182,7 +182,7 @@ def test_a_replacement_never_answered_leaves_the_stop_unconfirmed(ros, scripted)
     assert report.status is not ExecutionStatus.SUCCEEDED, report.summary()
     right = report.arms["right"]
     assert right.status is ArmStatus.UNCONFIRMED_STOP and not right.stop_confirmed, right
-    assert "pause goal was sent and never answered" in right.error_string, right.error_string
+    assert "pause goal sent but never answered" in right.error_string, right.error_string
     assert phases["right"] == HEAD + [P.REPLACING, P.STOPPING, P.DONE]
 
 

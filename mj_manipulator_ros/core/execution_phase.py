@@ -21,9 +21,22 @@ start_check     stamping        checked (and the bag's room, when recording): th
                                 discover their servers and meet at the gate; the stamp is made
 stamping        running         the stamp is made and the goals sent: the motion's own phases
                                 are ``core/motion_phase.py``
-running         observing       every arm's thread ended: the stops are measured to rest
-any but done    done            the report is made (refused, canceled, ended)
+running         observing       every arm's thread ended (or their wait did): the stops are
+                                measured to rest
+idle            done            refused at once: the executor is closed, or an arm thread of an
+                                earlier execution never ended
+validating      done            the plan refused (validation, the pre-flight gate)
+waiting         done            canceled while waiting for a previous execution
+held            done            held longer than ``max_pause_s``, or canceled while held
+approaching     done            the approach did not succeed (refused, failed, canceled)
+start_check     done            the start refused (an arm off the plan's start, a clock off), or
+                                canceled during the checks
+stamping        done            the gate did not open (an action server missing, canceled): nothing
+                                was sent
+observing       done            the report is made
 ==============  ==============  ==================================================================
+
+``running`` never ends directly: a run that ran is observed.
 
 Any other transition raises :class:`IllegalTransitionError`.
 """
@@ -69,7 +82,14 @@ TRANSITIONS: Mapping[tuple[ExecutionPhase, ExecutionPhase], str] = {
     (_E.START_CHECK, _E.STAMPING): "checked: the arms meet at the gate",
     (_E.STAMPING, _E.RUNNING): "the stamp is made",
     (_E.RUNNING, _E.OBSERVING): "every arm's thread ended",
-    **{(p, _E.DONE): "the report is made" for p in ExecutionPhase if p is not _E.DONE},
+    (_E.IDLE, _E.DONE): "refused at once (closed, an arm thread never ended)",
+    (_E.VALIDATING, _E.DONE): "the plan refused",
+    (_E.WAITING, _E.DONE): "canceled while waiting for a previous execution",
+    (_E.HELD, _E.DONE): "held past max_pause_s, or canceled while held",
+    (_E.APPROACHING, _E.DONE): "the approach did not succeed",
+    (_E.START_CHECK, _E.DONE): "the start refused, or canceled during the checks",
+    (_E.STAMPING, _E.DONE): "the gate did not open: nothing sent",
+    (_E.OBSERVING, _E.DONE): "the report is made",
 }
 
 

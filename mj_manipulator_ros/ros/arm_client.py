@@ -544,8 +544,8 @@ class ArmRun:
             # the execution ends: the goal is canceled once its answer says it was accepted
             self._enter(ArmPhase.STOPPING, f"canceled with the {what} in flight")
             if not ch.spin_until(send_future.done, time.monotonic() + s.cancel_wait_s):
-                self._unanswered = (f"the {what} was sent and never answered: it may have "
-                                    "been accepted and be running")
+                self._unanswered = (f"{what} sent but never answered: it may have been "
+                                    "accepted and be running")
                 self._set(status=ArmStatus.UNCONFIRMED_STOP, stop_confirmed=False,
                           error_string=_joined(self.out.error_string, self._unanswered))
                 return None

@@ -142,12 +142,14 @@ class ExecutionRun:
                 self.log.enter(ExecutionPhase.RUNNING, time.monotonic())
             clock = self.watch.clock if self.stamp is not None else None
             started = time.monotonic()
-            self._wait(threads, lambda: started + speed.paused_wall_s() + join_budget(
-                s, speed.ramp_total_s + self.plan.duration / (
-                    clock.slowest_moving if clock is not None else 1.0)),
-                tick=self._on_tick if self.stamp is not None else None)
-            if self.log is not None and self.log.phase is ExecutionPhase.RUNNING:
-                self.log.enter(ExecutionPhase.OBSERVING, time.monotonic())
+            try:
+                self._wait(threads, lambda: started + speed.paused_wall_s() + join_budget(
+                    s, speed.ramp_total_s + self.plan.duration / (
+                        clock.slowest_moving if clock is not None else 1.0)),
+                    tick=self._on_tick if self.stamp is not None else None)
+            finally:   # a run that ran is observed, however its wait ended
+                if self.log is not None and self.log.phase is ExecutionPhase.RUNNING:
+                    self.log.enter(ExecutionPhase.OBSERVING, time.monotonic())
             self._observe_stops()
         finally:
             speed.end()
