@@ -235,10 +235,14 @@ def test_a_pause_during_the_start_checks_holds_and_checks_again(ros, scripted,
 
 
 def test_a_gate_that_does_not_open_ends_stamping(ros, scripted) -> None:
-    """stamping -> done: the right arm's action server is missing; nothing is sent."""
+    """stamping -> done: the second arm's action server is missing; nothing is sent. (An arm
+    name no other test serves: a server another test of this worker made may still be in the
+    DDS graph for a while after its participant left.)"""
     ctl = scripted({"left": "succeed"})
-    with MultiArmExecutor(make_config(server_wait_s=1.0), context=ros.context) as executor:
-        report = executor.execute(make_plan())
+    arms = ("left", "never_served_b")
+    with MultiArmExecutor(make_config(arms, server_wait_s=1.0),
+                          context=ros.context) as executor:
+        report = executor.execute(make_plan(arms))
         assert _order(executor) == [E.IDLE, E.VALIDATING, E.WAITING, E.START_CHECK, E.STAMPING,
                                     E.DONE]
     assert report.status is ExecutionStatus.FAILED and report.start_stamp is None

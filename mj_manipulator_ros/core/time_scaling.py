@@ -315,8 +315,9 @@ def plan_ramp(plan: MultiArmPlan, s0: float, f0: float, f1: float,
     (every arm's running goal), goals that begin at ``t_from`` with the running goals up to
     ``t_ramp`` where the ramp starts (:func:`ramp_trajectory`).
 
-    A stop (``f1 == 0``) whose ramp would pass the plan's end is the plan's own end at ``f0``
-    (``reaches_end``); a start from rest (``f0 == 0``, a resume) whose ramp would pass it is a
+    A stop (``f1 == 0``) from plan time 0 or before (nothing has moved yet) is a hold at the
+    plan's start from the ramp's start (duration 0). A stop whose ramp would pass the plan's
+    end is the plan's own end at ``f0`` (``reaches_end``); a start from rest (``f0 == 0``, a resume) whose ramp would pass it is a
     rest-to-rest move there.
 
     Raises:
@@ -327,6 +328,14 @@ def plan_ramp(plan: MultiArmPlan, s0: float, f0: float, f1: float,
     s0 = float(min(max(s0, 0.0), duration))
     arms = plan.arms
     remaining = duration - s0
+    lead = (t_ramp - t_from) if running is not None else 0.0
+    if f1 == 0.0 and s0 <= 0.0:
+        # the ramp starts where the plan has not begun: no arm has left its start, so the stop
+        # is a hold there, at once (a ramp from the plan's speed would carry its acceleration
+        # at the start, which may be above the bounds: the swing's 5.3 rad/s^2 against 4)
+        return Ramp(0.0, TimeScaling.ramp(0.0, 0.0, min_duration),
+                    {a: _rest_at(t, 0.0, lead + min_duration) for a, t in arms.items()}, 0.0,
+                    0.0, 0.0, ("", "the plan's start", "(nothing had moved)"), False, lead)
 
     def shape(T: float) -> tuple[TimeScaling, bool]:
         """The scaling a ramp of T becomes, and whether the plan's end comes first."""
@@ -393,7 +402,6 @@ def plan_ramp(plan: MultiArmPlan, s0: float, f0: float, f1: float,
         T = hi_T
     # the goals as sent, checked on the splines the controllers will run (from the ramp's
     # start on); a ramp whose splines overshoot the limit is lengthened
-    lead = (t_ramp - t_from) if running is not None else 0.0
     for _ in range(FINAL_TRIES):
         scaling, ends = shape(T)
         then_plan = not ends and f1 > 0
@@ -414,11 +422,14 @@ def plan_ramp(plan: MultiArmPlan, s0: float, f0: float, f1: float,
                          value=s0)
 
 
-def _rest_at(traj: ArmTrajectory, s: float) -> ArmTrajectory:
-    """A one-point trajectory holding ``traj``'s position at plan time ``s``."""
+def _rest_at(traj: ArmTrajectory, s: float, until: float) -> ArmTrajectory:
+    """``traj``'s position at plan time ``s``, held from the goal's stamp until ``until`` s
+    after it (two equal points, at rest: a goal whose last point is in the future, as a
+    controller requires of a goal it takes)."""
     p, _, _ = sample(traj, [s])
+    p = np.repeat(p, 2, axis=0)
     z = np.zeros_like(p)
-    return ArmTrajectory(traj.joint_names, [0.0], p, z, z, arm=traj.arm)
+    return ArmTrajectory(traj.joint_names, [0.0, float(until)], p, z, z, arm=traj.arm)
 
 
 def joint_bounds(plan: MultiArmPlan, limits: Mapping[str, Mapping[str, tuple]],
