@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,8 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from random_sequences import (  # noqa: E402  (sets the DDS domain before rclpy loads)
-    Bench, Request, Sequence, actions_of, arm_moves, plan_of, problems, running,
-    wait_for_plan_time, watch_standing)
+    Bench, Request, Sequence, actions_of, arm_moves, plan_of, problems, run_seeds, running,
+    tally, wait_for_plan_time, watch_standing)
 
 import rclpy  # noqa: E402
 from action_msgs.msg import GoalStatus  # noqa: E402
@@ -295,31 +294,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     started = time.monotonic()
-    seqs: list[Sequence] = []
-    aborted = ""
-    with tempfile.TemporaryDirectory() as tmp:
-        bench = ActionBench(Path(tmp))
-        try:
-            for seed in range(args.seed, args.seed + args.sequences):
-                seqs.extend(bench.run([seed]))
-        except RuntimeError as exc:   # the fixture could not go on: said, with what ran
-            aborted = str(exc)
-        finally:
-            bench.close()
-    statuses: dict = {}
-    answers: dict = {}
-    for s in seqs:
-        key = s.report.status.value if s.report else "none"
-        statuses[key] = statuses.get(key, 0) + 1
-        for r in s.requests:
-            k = f"{r.action}: {r.answer}"
-            answers[k] = answers.get(k, 0) + 1
-    bad = [{"seed": s.seed, "problems": s.problems} for s in seqs if s.problems]
+    seqs, aborted, homes_failed = run_seeds(ActionBench, args.seed, args.sequences)
+    statuses, answers, bad = tally(seqs)
     print(json.dumps({"sequences": len(seqs), "with_problems": len(bad), "problems": bad[:20],
                       "statuses": statuses, "answers": dict(sorted(answers.items())),
                       "max_standing_speed": round(max((s.max_standing_speed for s in seqs),
                                                       default=0.0), 5),
-                      "homes_failed": bench.homes_failed[:10], "aborted": aborted,
+                      "homes_failed": homes_failed[:10], "aborted": aborted,
                       "wall_s": round(time.monotonic() - started, 1),
                       "conditions": "tiny pair, in-process simulator at 2x real time, sim time, "
                                     "Fast DDS loopback, through the execution node's combined "

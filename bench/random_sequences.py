@@ -309,23 +309,27 @@ class Bench:
         self.ros.close()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sequences", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    started = time.monotonic()
+def run_seeds(bench_class, first: int, count: int) -> tuple[list[Sequence], str, list[str]]:
+    """``count`` sequences from seed ``first`` on a fresh ``bench_class`` (closed after).
+    Returns the sequences, why the fixture could not go on ('' when it could), and the homing
+    moves that failed."""
+    seqs: list[Sequence] = []
+    aborted = ""
     with tempfile.TemporaryDirectory() as tmp:
-        bench = Bench(Path(tmp))
-        seqs: list[Sequence] = []
-        aborted = ""
+        bench = bench_class(Path(tmp))
         try:
-            for seed in range(args.seed, args.seed + args.sequences):
+            for seed in range(first, first + count):
                 seqs.extend(bench.run([seed]))
         except RuntimeError as exc:   # the fixture could not go on: said, with what ran
             aborted = str(exc)
         finally:
             bench.close()
+    return seqs, aborted, bench.homes_failed
+
+
+def tally(seqs: list[Sequence]) -> tuple[dict, dict, list[dict]]:
+    """Per status, the count of sequences; per "action: answer", the count of requests; the
+    sequences with problems (seed, problems)."""
     statuses: dict = {}
     answers: dict = {}
     for s in seqs:
@@ -334,7 +338,18 @@ def main() -> int:
         for r in s.requests:
             k = f"{r.action}: {r.answer}"
             answers[k] = answers.get(k, 0) + 1
-    bad = [{"seed": s.seed, "problems": s.problems} for s in seqs if s.problems]
+    return statuses, answers, [{"seed": s.seed, "problems": s.problems}
+                               for s in seqs if s.problems]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sequences", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    started = time.monotonic()
+    seqs, aborted, homes_failed = run_seeds(Bench, args.seed, args.sequences)
+    statuses, answers, bad = tally(seqs)
     from mj_manipulator_ros.core.arm_phase import TRANSITIONS
     seen = set().union(*(s.arm_moves for s in seqs))
     unseen = sorted(f"{a.value} -> {b.value}" for a, b in TRANSITIONS
@@ -347,7 +362,7 @@ def main() -> int:
                       "arm_transitions_seen": len(seen & {(a.value, b.value) for a, b in TRANSITIONS}),
                       "arm_transitions_in_table": len(TRANSITIONS),
                       "arm_transitions_never_seen": unseen,
-                      "homes_failed": bench.homes_failed[:10], "aborted": aborted,
+                      "homes_failed": homes_failed[:10], "aborted": aborted,
                       "wall_s": round(time.monotonic() - started, 1),
                       "conditions": f"tiny pair, in-process simulator at {PACE:g}x real time, "
                                     "sim time, Fast DDS loopback"}, indent=1))
