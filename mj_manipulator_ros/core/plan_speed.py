@@ -31,6 +31,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.errors import RampLimitError
 from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.joint_path import joint_travel
@@ -74,11 +75,16 @@ class PlanSpeed:
         self._bounds: dict[str, JointBounds] = {}
         self._goals: dict[str, RunningGoal] = {}  # what each controller runs
         self._stamp: Optional[float] = None       # the latest stamp sent (start or change)
+        self._start_s: Optional[float] = None     # the plan's start stamp (s)
+        self._start_ns = 0                        # the same, ns
         self._deferred: Optional[float] = None
         self._factor = 1.0                        # the speed asked for (resume returns to it)
         self._goal_from = 0.0                     # where the latest change's goals begin (s)
         self._phase = MotionPhase.IDLE            # core/motion_phase.py: its transitions
         self.stops: list[StopRecord] = []
+        #: speed changes answered "deferred" (asked before the latest stamp) that could not be
+        #: applied when their time came, each with why (the run's, reset at its start)
+        self.dropped: list[str] = []
         self._paused_at: Optional[float] = None   # monotonic
         self._paused_total = 0.0
         self.ramp_total_s = 0.0
@@ -103,8 +109,11 @@ class PlanSpeed:
             self._bounds = bounds
             self._goals = {a: RunningGoal(plan[a], stamp_s) for a in plan.arm_names}
             self._stamp, self._deferred, self._factor = stamp_s, None, 1.0
+            #: the plan's start stamp (s, and ns as the gate made it)
+            self._start_s, self._start_ns = stamp_s, int(round(stamp_s * 1e9))
             self._enter(MotionPhase.RUNNING, "the start stamp")
             self.stops = []
+            self.dropped = []
             self._paused_at, self._paused_total, self.ramp_total_s = None, 0.0, 0.0
 
     def end(self) -> None:
@@ -153,7 +162,11 @@ class PlanSpeed:
                     self._stamp is None or self._now() < self._stamp:
                 return
             self._deferred = None
-            self._change(factor)
+            try:
+                self._change(factor)
+            except RampLimitError as exc:   # the caller heard "deferred": said here, not raised
+                self.dropped.append(f"speed {factor:g} (asked before the stamp, deferred) not "
+                                    f"applied: {exc}")
 
     def stop(self, reason: str, held: tuple[str, ...] = ()) -> bool:
         """A controlled stop: every arm decelerates along the plan on one plan time and ends at
@@ -248,7 +261,9 @@ class PlanSpeed:
 
     def _prepare(self, f1: float):
         """The ramp to ``f1`` from a new stamp: (now ns, stamp, plan time there, ramp or None
-        when the plan ends first). The stamp leaves the controllers time to pick the goals up
+        when the plan ends first). A stop asked before the plan's start, with half the start
+        lead or more left and no change sent yet, starts at the plan's start (a hold there:
+        ``core/time_scaling.plan_ramp``). The stamp leaves the controllers time to pick the goals up
         (start lead) only if computing took little of it: past half the lead, computed again
         from a fresh stamp (at most PREPARE_TRIES times; then sent anyway: a controller that
         takes a goal after its ramp began joins it there, continuous in position)."""
@@ -256,6 +271,13 @@ class PlanSpeed:
         half_lead = int(self.config.execution.start_lead_s * 0.5e9)
         for _ in range(PREPARE_TRIES):
             now_ns, lag_s, stamp = self._ramp_stamp()
+            start = self._start_ns
+            if f1 == 0.0 and self._stamp == self._start_s and start < stamp.nanoseconds and \
+                    now_ns - int(round(lag_s * 1e9)) <= start - half_lead:
+                # asked in the start lead with half of it left: the stop starts where the plan
+                # does (a hold there: nothing has moved), and the controllers still get the
+                # time the ramps' own rule below gives them to take it
+                stamp = StartStamp(start)
             s0 = clock.plan_time(stamp.seconds)
             if s0 >= plan.duration - 1e-9:
                 return now_ns, stamp, s0, None
