@@ -265,7 +265,8 @@ def _result_problems(seq: Sequence, out: dict) -> list[str]:
     if status not in TERMINAL:
         found.append(f"the goal's result has status {status}, not a terminal one")
     if report is None:
-        return found + ["a result came but the node made no report"]
+        return found + [f"a result came but the node made no report: "
+                        f"{out.get('error_string', '')!r}"]
     late = out["result_at"] - out["report_at"]
     if late > RESULT_DUE_S:
         found.append(f"the result came {late:.2f} s after the node's report")

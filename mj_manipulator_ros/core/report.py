@@ -186,6 +186,9 @@ class ExecutionReport:
     #: seconds spent in each phase of the execution (``core/execution_phase.py``), in the order
     #: entered: where the time from ``execute`` to the stamp went, and the run's own
     phase_times: Mapping[str, float] = field(default_factory=dict)
+    #: speed changes that were deferred (asked before the latest stamp) and could not be
+    #: applied when their time came, each with why: the request said yes, this says no
+    speed_changes_dropped: tuple[str, ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -202,7 +205,8 @@ class ExecutionReport:
                 "preflight_checked": self.preflight_checked,
                 "record_path": self.record_path, "record_error": self.record_error,
                 "stops": [r.to_dict() for r in self.stops], "not_checked": list(self.not_checked),
-                "start_lead_s": self.start_lead_s, "phase_times": dict(self.phase_times)}
+                "start_lead_s": self.start_lead_s, "phase_times": dict(self.phase_times),
+                "speed_changes_dropped": list(self.speed_changes_dropped)}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -217,7 +221,7 @@ class ExecutionReport:
                    d.get("preflight_checked"), d.get("record_path"), d.get("record_error"),
                    tuple(StopRecord.from_dict(r) for r in d.get("stops", ())),
                    tuple(d.get("not_checked", ())), d.get("start_lead_s"),
-                   dict(d.get("phase_times", {})))
+                   dict(d.get("phase_times", {})), tuple(d.get("speed_changes_dropped", ())))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
@@ -227,6 +231,7 @@ class ExecutionReport:
             lines.append("  WARNING: pre-flight collision check OFF (execution.preflight_check: "
                          "false): this plan was not replayed for collisions")
         lines.extend(not_checked_lines(self.not_checked))
+        lines.extend(f"  {text}" for text in self.speed_changes_dropped)
         if self.first_failure:
             f = self.first_failure
             lines.append(f"  first failure: {f.arm or 'external'}: {f.reason.value}"

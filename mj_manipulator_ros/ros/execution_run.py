@@ -211,7 +211,8 @@ class ExecutionRun:
             failure, reports, self.parts.checked, stops=tuple(speed.stops),
             not_checked=self.parts.not_checked,
             start_lead_s=None if self.stamp is None else self.settings.start_lead_s,
-            phase_times={} if self.log is None else self.log.durations(time.monotonic()))
+            phase_times={} if self.log is None else self.log.durations(time.monotonic()),
+            speed_changes_dropped=tuple(speed.dropped))
 
     # -- the stamp -------------------------------------------------------------------------
 
