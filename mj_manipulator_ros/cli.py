@@ -68,7 +68,8 @@ def _execute(args: argparse.Namespace) -> int:
     # from the first line on, Ctrl-C never raises and Ctrl-Z never suspends: what comes while
     # the modules below are imported is noted, then handed to the real handlers
     early: list[int] = []
-    noted = _note_signals(early)
+    noting = contextlib.ExitStack()
+    note = noting.enter_context(_noted_signals(early))
     from mj_manipulator_ros.core.sync import INTERRUPTED, CancelScope, FailureReason, interrupts_cancel
 
     scope = CancelScope()
@@ -81,8 +82,10 @@ def _execute(args: argparse.Namespace) -> int:
     def first_ctrl_c() -> bool:
         interrupted.append(True)
         return bool(made) and made[0].stop(INTERRUPTED)
-    noted()
-    with interrupts_cancel(scope, first=first_ctrl_c), _pause_on_ctrl_z(made, pending_pause):
+    # the real handlers replace the noting one directly: never a moment with Python's defaults
+    # between them (Ctrl-Z there suspended the process with the arms' execution ahead of it)
+    with noting, interrupts_cancel(scope, first=first_ctrl_c, over=(note,)), \
+            _pause_on_ctrl_z(made, pending_pause):
         for signum in early:   # replayed in order, now that the handlers are in place
             signal.raise_signal(signum)
         from mj_manipulator_ros.check.preflight import preflight_for
@@ -164,21 +167,27 @@ def _execute(args: argparse.Namespace) -> int:
     return EXIT_FAILED
 
 
-def _note_signals(early: list):
+@contextlib.contextmanager
+def _noted_signals(early: list):
     """Note SIGINT and SIGTSTP in ``early`` instead of raising or suspending (main thread only);
-    returns the function that puts Python's default handlers back (the real ones follow)."""
+    yields the noting handler, which the real handlers replace directly; on exit every signal
+    still noted gets back the handler it had before."""
     import signal
     import threading
 
+    def note(signum, _frame) -> None:
+        early.append(signum)
     if threading.current_thread() is not threading.main_thread():
-        return lambda: None
+        yield note
+        return
     names = [signal.SIGINT] + ([signal.SIGTSTP] if hasattr(signal, "SIGTSTP") else [])
-    previous = {s: signal.signal(s, lambda signum, _frame: early.append(signum)) for s in names}
-
-    def restore() -> None:
+    previous = {s: signal.signal(s, note) for s in names}
+    try:
+        yield note
+    finally:
         for s, handler in previous.items():
-            signal.signal(s, handler)
-    return restore
+            if signal.getsignal(s) is note:   # (unless the body set its own: SIG_IGN at the end)
+                signal.signal(s, handler)
 
 
 def _interrupted_before_sending(args, scope, config, plan) -> int:

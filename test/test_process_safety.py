@@ -342,3 +342,41 @@ def test_ctrl_z_at_every_phase_of_execute_holds_until_ctrl_z_again(processes, tm
             assert "paused along the plan" in err, (delay, err[-2000:])
             assert proc.returncode in (0, 130), (delay, proc.returncode, out[-2000:], err[-2000:])
     assert held_seen >= 2, held_seen
+
+
+_RECORD_HANDLERS = r"""
+import json, signal, sys
+real, seen = signal.signal, []
+def recording(signum, handler):
+    kind = ("default" if handler in (signal.SIG_DFL, signal.default_int_handler) else
+            "ignored" if handler == signal.SIG_IGN else "caught")
+    seen.append((int(signum), kind))
+    return real(signum, handler)
+signal.signal = recording
+from mj_manipulator_ros.cli import main
+code = main(["execute", sys.argv[1], "--config", sys.argv[2], "--json"])
+print(json.dumps({"code": code, "seen": seen}))
+"""
+
+
+def test_ctrl_c_and_ctrl_z_are_never_left_to_python_defaults_once_caught(tmp_path) -> None:
+    """From the first line of ``execute`` Ctrl-C and Ctrl-Z are caught, and the real handlers
+    replace the early ones directly: never an instant, until the command ends, with Python's
+    defaults in between (there Ctrl-Z suspended the process, or Ctrl-C raised a traceback).
+    Regression: the early handlers were first put back to the defaults, then the real ones
+    installed after an import; a Ctrl-Z at the start of ``execute`` on a loaded machine landed
+    there, the process stopped and no later signal reached it (the Ctrl-Z test hung in CI).
+    Every handler installed while ``execute`` runs to a refusal is recorded in the process."""
+    missing = tmp_path / "missing.yaml"
+    done = subprocess.run([sys.executable, "-c", _RECORD_HANDLERS, str(tmp_path / "p.json"),
+                           str(missing)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["code"] == 2 and str(missing) in done.stderr, (result, done.stderr[-2000:])
+    for signum in (signal.SIGINT, signal.SIGTSTP):
+        kinds = [k for s, k in result["seen"] if s == signum]
+        assert kinds and kinds[0] == "caught", (signum.name, result["seen"])
+        # until its last change (the command ending) the signal is never Python's default's
+        assert "default" not in kinds[:-1], (
+            f"{signum.name} went back to Python's default handler while execute ran: "
+            f"{kinds} (every change of its handler, in order)")

@@ -197,19 +197,22 @@ def settle_interrupts(timeout: float) -> bool:
 
 
 @contextlib.contextmanager
-def interrupts_cancel(scope: CancelScope, first: Optional[Callable[[], bool]] = None):
+def interrupts_cancel(scope: CancelScope, first: Optional[Callable[[], bool]] = None,
+                      over: tuple = ()):
     """In the main thread with Python's default SIGINT handling: Ctrl-C fails ``scope``
     (``external_abort``, "interrupted (Ctrl-C)") instead of raising KeyboardInterrupt, and so
     does every further Ctrl-C, so an interrupt can never leave goals running unattended. With
     ``first``, the first Ctrl-C calls it instead (a controlled stop; it returns False where it
     cannot act, and then the scope fails); every further one fails the scope (cancel: hold).
-    Elsewhere (another thread, or a caller that installed its own handler) it does nothing.
+    Elsewhere (another thread, or a caller that installed its own handler other than one of
+    ``over``, which it replaces directly) it does nothing.
 
     The handler only starts a short thread: it never takes a lock the interrupted code may
     hold. :func:`settle_interrupts` waits until those threads have acted.
     """
+    current = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            (current is not signal.default_int_handler and current not in over):
         yield
         return
     count = [0]
