@@ -22,6 +22,27 @@ def tree(folder: str) -> list[tuple[str, list[str]]]:
     return entries
 
 
+def mujoco_kernel() -> list[Extension]:
+    """The replay checker's contact loop (check/_contact_kernel.c), built against the MuJoCo of
+    the environment being installed into: its headers and library ship in the mujoco wheel.
+    Found from the interpreter's prefix, not by importing mujoco (pip builds in an isolated
+    environment where the target's packages are not importable). None found: not built (the
+    Python reference implementation runs)."""
+    import sysconfig
+
+    for key in ("platlib", "purelib"):
+        folder = os.path.join(sysconfig.get_path(key), "mujoco")
+        libs = sorted(glob(os.path.join(folder, "libmujoco.so.*")))
+        if os.path.isdir(os.path.join(folder, "include", "mujoco")) and libs:
+            return [Extension(f"{PACKAGE}.check._contact_kernel",
+                              [f"{PACKAGE}/check/_contact_kernel.c"],
+                              include_dirs=[os.path.join(folder, "include")],
+                              extra_compile_args=["-O2"],
+                              extra_link_args=[libs[-1], f"-Wl,-rpath,{folder}"],
+                              optional=True)]
+    return []
+
+
 setup(
     name=PACKAGE,
     version="0.1.0",
@@ -40,13 +61,14 @@ setup(
                       # rosbags writes metadata.yaml with ruamel.yaml: its C emitter closes a bag
                       # holding the scene and the plan in 0.01 s instead of 0.8 s
                       "ruamel.yaml.clib"],
-    # two loops in C (plain CPython API, no numpy headers), each optional: without a compiler
+    # three loops in C (plain CPython API, no numpy headers), each optional: without a compiler
     # the Python reference implementation runs. The actuator twin's tick loop (a warning when
-    # missing) and the position controller's steady cycles. No FMA contraction: the same
-    # rounding as the numpy reference implementations.
+    # missing) and the position controller's steady cycles (no FMA contraction: the same
+    # rounding as the numpy reference implementations); the replay's states (MuJoCo's own
+    # functions, the same figures as the reference).
     ext_modules=[Extension(f"{PACKAGE}.sim.{name}", [f"{PACKAGE}/sim/{name}.c"],
                            extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
-                 for name in ("_twin_kernel", "_follow_kernel")],
+                 for name in ("_twin_kernel", "_follow_kernel")] + mujoco_kernel(),
     zip_safe=False,
     maintainer="mj_manipulator_ros maintainers",
     maintainer_email="maintainers@mj-manipulator-ros.invalid",

@@ -9,6 +9,10 @@ against the baseline of the same run:
 - ``everything_unproven``: the same without the matrix's proven (``never``/``never_touch``)
   pairs: what proving them buys.
 
+- ``everything_reference_loop``: ``everything`` with the per-state loop in Python instead of
+  the C kernel (``check/_contact_kernel.c``), and ``kernel_speedup`` = its time over the
+  kernel's (the kernel is None when it was not built: the ratio is then 1).
+
 Also the matrix's generation time (uncached) and its pairs per reason. Target: ``everything``
 within 1.5x of ``arm_arm``.
 """
@@ -80,6 +84,17 @@ def main() -> None:
                 "extra_states": sync.extra_states_checked,
                 "min_clearance_mm": {k: round(v["distance"] * 1e3, 1)
                                      for k, v in sync.min_clearance.items()}}
+        # the same gate with the per-state loop in Python (the C kernel's reference)
+        reference = checkers["everything"]
+        kernel, reference.kernel = reference.kernel, None
+        try:
+            row["everything_reference_loop"] = {"gate_s": round(best_of(lambda: (
+                reference.check(plan, mode="synchronized", continuous=True),
+                reference.check(plan, mode="band", skew=SKEW_S))), 3)}
+        finally:
+            reference.kernel = kernel
+        row["kernel_speedup"] = round(row["everything_reference_loop"]["gate_s"]
+                                      / row["everything"]["gate_s"], 2)
         base = row["arm_arm"]["gate_s"]
         row["everything_over_arm_arm"] = round(row["everything"]["gate_s"] / base, 2)
         row["unproven_over_arm_arm"] = round(row["everything_unproven"]["gate_s"] / base, 2)

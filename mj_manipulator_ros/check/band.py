@@ -36,6 +36,8 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
         A ReplayReport with mode ``band``, ``skew``, and ``band_collision`` (the first colliding
         pair of plan times, or None).
     """
+    from mj_manipulator_ros.check.replay_checker import _State   # (it imports this module)
+
     if not (np.isfinite(skew) and skew >= 0):
         raise ValueError(f"skew must be a finite number of seconds >= 0, got {skew!r}")
     arms = checker.arm_names
@@ -50,10 +52,24 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
     base = {a: sample(plan[a], times)[0] for a in arms}
     table = {a: _RangeMax(times, motion, a) for a in arms}
     cache: dict = {}
+    # the grid's states, kept as figures (a state object only where one is looked up)
+    grid: dict = {}   # (a, b) -> (time index, delta index, clearance (T, D), states)
+    codes = _pair_codes(arms)
+
+    def on_grid(key) -> bool:
+        t_index, d_index = grid[key[:2]][:2]
+        return key[2] in t_index and key[3] in d_index
 
     def evaluate(a: str, b: str, t: float, d: float):
         key = (a, b, round(t, 12), round(d, 12))
         if key not in cache:
+            t_index, d_index, clear_table, row_states = grid[(a, b)]
+            it, jd = t_index.get(key[2]), d_index.get(key[3])
+            if it is not None and jd is not None:   # a grid state: evaluated already
+                found = row_states[jd * len(t_index) + it]
+                cache[key] = found if found.hits or found.overflow else \
+                    _State(clearance={codes_of[(a, b)]: clear_table[it, jd]})
+                return cache[key]
             poses = {x: sample(plan[x], [min(max(t, 0.0), duration)])[0][0] for x in arms}
             poses[b] = sample(plan[b], [min(max(t + d, 0.0), duration)])[0][0]
             cache[key] = checker._evaluate(poses)
@@ -68,32 +84,33 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
     states, state_times, state_clear, between = [], [], [], []
     uncertified = extra = 0
     first = None
-    codes = {}
+    codes_of = {pair: code for code, pair in codes.items()}
     still = {a for a in arms if not table[a].levels[0].any()}   # no joint moves: a constant
+    time_index = {round(float(t), 12): it for it, t in enumerate(times)}
     for a, b in itertools.combinations(arms, 2):  # d in [-skew, skew] covers both orders
-        i, k = arms.index(a), arms.index(b)
-        code = min(i, k) * (len(arms) + 1) + max(i, k)
-        codes[code] = (a, b)
+        code = codes_of[(a, b)]
         # beside an arm that holds one pose all along, every (t, t + d) is a state of the
         # synchronized replay: the band of that pair is its diagonal
         deltas = np.zeros(1) if a in still or b in still else all_deltas
         n_delta = deltas.size
-        clear = np.empty((times.size, n_delta))
-        hit = np.zeros((times.size, n_delta), dtype=bool)
-        for jd, d in enumerate(deltas):
-            poses = dict(base)
-            poses[b] = sample(plan[b], np.clip(times + d, 0.0, duration))[0]
-            rows = checker._qpos(poses)
-            for it, t in enumerate(times):
-                s = checker._evaluate(rows[it])
-                cache[(a, b, round(float(t), 12), round(float(d), 12))] = s
-                states.append(s)
-                state_times.append(float(t))
-                clear[it, jd] = _clear(s, code, checker)
-                hit[it, jd] = _hit(s, code)
-                state_clear.append((code, clear[it, jd]))
-                if hit[it, jd] and first is None:
-                    first = (a, b, float(t), float(min(max(t + d, 0.0), duration)))
+        poses = dict(base)
+        poses[b] = sample(plan[b], np.clip(times[None, :] + deltas[:, None], 0.0, duration
+                                           ).ravel())[0]
+        poses.update({x: np.tile(base[x], (n_delta, 1)) for x in arms if x != b})
+        # every grid state at once, delta by delta (rows: delta-major, as the report lists them)
+        pair_states, table_all = checker._states(checker._qpos(poses), codes)
+        clear = np.minimum(table_all[:, code], checker.horizon).reshape(n_delta, times.size).T
+        hit = (table_all[:, code] < checker.margin).reshape(n_delta, times.size).T
+        grid[(a, b)] = (time_index, {round(float(d), 12): jd for jd, d in enumerate(deltas)},
+                        clear, pair_states)
+        states.extend(pair_states)
+        state_times.extend(np.tile(times, n_delta).tolist())
+        state_clear.append((code, clear.T.ravel()))
+        if first is None and hit.any():
+            jd = int(np.flatnonzero(hit.any(axis=0))[0])
+            it = int(np.flatnonzero(hit[:, jd])[0])
+            t, d = float(times[it]), float(deltas[jd])
+            first = (a, b, t, float(min(max(t + d, 0.0), duration)))
         # certify the grid's cells at once; split only those that fail
         it, jd = np.meshgrid(np.arange(times.size - 1), np.arange(max(n_delta - 1, 1)), indexing="ij")
         it, jd = it.ravel(), jd.ravel()
@@ -115,7 +132,7 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
             found = False
             for t, d in new:
                 key = (a, b, round(t, 12), round(d, 12))
-                fresh = key not in cache
+                fresh = key not in cache and not on_grid(key)
                 s = evaluate(a, b, t, d)
                 extra += fresh
                 if fresh and _hit(s, code):
@@ -142,7 +159,9 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
                 stack.append((c_ta, c_tb, c_da, c_db, depth + 1))
     for s in states + [x for _, x in between]:  # other categories are not the band's business
         s.hits = [h for h in s.hits if h[0] in codes]
-    clearance = {c: np.array([v if cc == c else checker.horizon for cc, v in state_clear])
+    # each pair's own column over its states, the horizon over the other pairs' (list order)
+    clearance = {c: np.concatenate([v if cc == c else np.full(v.size, checker.horizon)
+                                    for cc, v in state_clear])
                  for c in codes}
     report = checker._report("band", np.array(state_times), states, clearance, between,
                              uncertified, extra, True)
@@ -177,6 +196,13 @@ class _RangeMax:
             table = self.levels[lv]
             out[m] = np.maximum(table[lo[m]], table[hi[m] - 2 ** lv + 1])
         return out
+
+
+def _pair_codes(arms: list[str]) -> dict[int, tuple[str, str]]:
+    """Category code -> (a, b) of every pair of arms, in replay order (the checker's codes)."""
+    n = len(arms)
+    return {min(i, k) * (n + 1) + max(i, k): (a, b)
+            for (i, a), (k, b) in itertools.combinations(enumerate(arms), 2)}
 
 
 def _clear(state, code: int, checker) -> float:

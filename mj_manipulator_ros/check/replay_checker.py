@@ -55,6 +55,11 @@ from mj_manipulator_ros.core.errors import JointLimitError, UnsupportedMujocoErr
 
 ENV = -1
 
+try:  # the per-state loop in C (check/_contact_kernel.c); PlanReplayChecker._contacts otherwise
+    from mj_manipulator_ros.check import _contact_kernel as KERNEL
+except ImportError:  # not built (no compiler, no MuJoCo headers), or built for another MuJoCo
+    KERNEL = None
+
 #: two spheres (radius 0.1 m, centres 0.3 m apart: a 0.1 m gap), each with a 0.06 m margin
 _MARGIN_PROBE = """<mujoco><worldbody>
 <geom type="sphere" size="0.1" margin="0.06"/>
@@ -88,6 +93,10 @@ def verify_margin_rule() -> None:
             f"{list(d.contact.includemargin[:d.ncon])}): the replay checker needs the sum of the "
             "two margins; install the MuJoCo version this package pins (see setup.py)")
     _margin_rule_checked = True
+
+
+#: states per batch of the synchronized replay (and per progress report)
+PROGRESS_ROWS = 200
 
 
 @dataclass
@@ -158,6 +167,12 @@ class PlanReplayChecker:
         for i, a in enumerate(owners):
             for k, b in enumerate(owners):
                 self._pair_category[a, b] = table[i, k]
+        #: the batch loop (``_clearances``): the C kernel where built; None runs the reference
+        self.kernel = KERNEL
+        self._owner_rows = np.where(self.geom_owner == ENV, n, self.geom_owner).astype(np.int32)
+        self._category_rows = np.ascontiguousarray(self._pair_category, dtype=np.int32)
+        self._allowed_u8 = np.ascontiguousarray(self._allowed_mask, dtype=np.uint8)
+        self._ncat = (n + 1) ** 2   # category codes lo * (n + 1) + hi
         self.narrowed = {name: self._narrow(mm, arm_arm_only=(name == "pairs"))
                          for name, (mm, _, _) in self._models.items()}
         # the arm joints' columns (a gripper joint holds still through a replay)
@@ -263,34 +278,75 @@ class PlanReplayChecker:
             q[..., arm.qpos_adr] = poses[name]
         return q
 
-    def _evaluate(self, poses: Mapping[str, np.ndarray] | np.ndarray) -> _State:
+    def _contacts(self, qpos: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
+        """One state on the current model: (whether the contact buffer filled, and of the
+        contacts counted: category (K,), distance (K,) m, geoms (K, 2)). The reference of the
+        C kernel (``_clearances``)."""
         m, d = self.model, self.data
-        d.qpos[:] = poses if isinstance(poses, np.ndarray) else self._qpos(poses)
+        d.qpos[:] = qpos
         mujoco.mj_kinematics(m, d)
         full = d.warning[mujoco.mjtWarning.mjWARN_CONTACTFULL]
         before = full.number
         mujoco.mj_collision(m, d)
-        state = _State()
-        if full.number != before:  # contacts were dropped: this state cannot be certified
-            state.overflow = True
-            self.overflow_states += 1
-        n = d.ncon
-        if n == 0:
-            return state
+        overflow = full.number != before   # contacts were dropped: not certifiable
+        if d.ncon == 0:
+            return overflow, np.empty(0, int), np.empty(0), np.empty((0, 2), int)
         contact = d.contact
         geoms = contact.geom
+        geoms = geoms[(geoms >= 0).all(axis=1)]   # (a flex contact has no geom pair)
         cat = self._pair_category[self.geom_owner[geoms[:, 0]], self.geom_owner[geoms[:, 1]]]
         bodies = self.model.geom_bodyid[geoms]
         keep = (cat >= 0) & ~self._allowed_mask[bodies[:, 0], bodies[:, 1]]
-        if not keep.any():
-            return state
-        dist = contact.dist
-        cat, dist, geoms = cat[keep], dist[keep], geoms[keep]
+        dist = contact.dist[(contact.geom >= 0).all(axis=1)]
+        return overflow, cat[keep], dist[keep], geoms[keep]
+
+    def _evaluate(self, poses: Mapping[str, np.ndarray] | np.ndarray) -> _State:
+        overflow, cat, dist, geoms = self._contacts(
+            poses if isinstance(poses, np.ndarray) else self._qpos(poses))
+        state = _State()
+        if overflow:
+            state.overflow = True
+            self.overflow_states += 1
         for c in set(cat.tolist()):
             state.clearance[c] = float(dist[cat == c].min())
         for k in np.flatnonzero(dist < self.margin):
             state.hits.append((int(cat[k]), int(geoms[k, 0]), int(geoms[k, 1]), float(dist[k])))
         return state
+
+    def _clearances(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Many states on the current model: ``rows`` (N, nq) of qpos -> (the smallest distance
+        of the contacts counted per category code, (N, (n + 1)^2) m, +inf where none; whether
+        the contact buffer filled, (N,) bool). Nothing is counted here (``overflow_states``):
+        the states that matter are evaluated again with :meth:`_evaluate`. The C kernel where
+        built (one call, the GIL released), else :meth:`_contacts` per row: the same figures."""
+        rows = np.ascontiguousarray(rows, dtype=float).reshape(-1, self.model.nq)
+        out = np.full((rows.shape[0], self._ncat), np.inf)
+        full = np.zeros(rows.shape[0], dtype=np.uint8)
+        if self.kernel is not None and rows.shape[0]:
+            self.kernel.clearances(self.model._address, self.data._address, rows,
+                                   self._owner_rows, self._category_rows, self._allowed_u8,
+                                   out, full)
+            return out, full.astype(bool)
+        for k, row in enumerate(rows):
+            overflow, cat, dist, _ = self._contacts(row)
+            full[k] = overflow
+            for c in set(cat.tolist()):
+                out[k, c] = float(dist[cat == c].min())
+        return out, full.astype(bool)
+
+    def _states(self, rows: np.ndarray, codes) -> tuple[list, np.ndarray]:
+        """The states of ``rows`` (N, nq) for a report: those with a contact of a category in
+        ``codes`` under the margin, or whose buffer filled, evaluated in full (:meth:`_evaluate`,
+        which counts the overflow); every other one is one shared empty state (no hit). Returns
+        (the states, the clearance table of :meth:`_clearances`)."""
+        table, full = self._clearances(rows)
+        clean = _State()
+        states = [clean] * rows.shape[0]
+        codes = list(codes)
+        near = (table[:, codes] < self.margin).any(axis=1) if codes else np.zeros(len(rows), bool)
+        for k in np.flatnonzero(near | full):
+            states[k] = self._evaluate(rows[k])
+        return states, table
 
     def _category_arms(self, code: int) -> tuple[Optional[int], Optional[int]]:
         n = len(self.arm_names)
@@ -402,14 +458,13 @@ class PlanReplayChecker:
         clearance = {c: np.full(idx.size, horizon) for c in categories}
         states = []
         rows = self._qpos(poses)
-        for k in range(idx.size):
-            s = self._evaluate(rows[k])
-            states.append(s)
-            for c, v in s.clearance.items():
-                if c in clearance:
-                    clearance[c][k] = min(v, horizon)
-            if progress is not None and (k % 200 == 0 or k == idx.size - 1):
-                progress(k + 1, idx.size)
+        for start in range(0, idx.size, PROGRESS_ROWS):
+            chunk, table = self._states(rows[start:start + PROGRESS_ROWS], categories)
+            states.extend(chunk)
+            for c in categories:
+                clearance[c][start:start + len(chunk)] = np.minimum(table[:, c], horizon)
+            if progress is not None:
+                progress(start + len(chunk), idx.size)
         between = []  # (time, _State) found colliding between states
         uncertified = 0
         extra_states = 0
