@@ -30,9 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from mj_manipulator_ros.core.config import ExecutorConfig
-from mj_manipulator_ros.core.errors import ConfigError, RampLimitError
+from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.plan import MultiArmPlan
-from mj_manipulator_ros.core.time_scaling import config_bounds, stop_after_lead
+from mj_manipulator_ros.core.stop_ends import stop_ends
+from mj_manipulator_ros.core.time_scaling import config_bounds
 
 #: default spacing of the failure times the stop is computed for, s of plan time
 EVERY_S = 0.05
@@ -92,13 +93,10 @@ def rest_times(plan: MultiArmPlan, config: ExecutorConfig, requests: np.ndarray,
     (the executor then cancels every arm)."""
     lead = config.execution.start_lead_s
     bounds = config_bounds(plan, config)
-    out = np.empty(len(requests))
-    for k, s in enumerate(requests):
-        try:
-            out[k] = stop_after_lead(plan, bounds, s, lead, speed)[1].end_plan_time
-        except RampLimitError:
-            out[k] = np.nan   # no stop within the limits from there: the executor cancels
-    return out
+    # as stop_after_lead asks them (one start lead at that speed), all at once; NaN: no stop
+    # within the limits from there (the executor cancels)
+    starts = np.minimum(np.asarray(requests, dtype=float) + lead * speed, plan.duration)
+    return stop_ends(plan, bounds, starts, speed)
 
 
 def failure_band(plan: MultiArmPlan, config: ExecutorConfig,

@@ -49,6 +49,11 @@ SEARCH_SPACING_S = 0.002
 SEARCH_USE = 0.97
 #: lengthenings by 5 % of a ramp whose sent splines overshoot before giving up
 FINAL_TRIES = 10
+FINAL_GROWTH = 1.05
+#: the search lengthens a ramp by this factor until it fits, then halves the last step this
+#: many times (core/stop_ends.py runs the same search for many stops at once)
+SEARCH_GROWTH = 1.4
+REFINE_STEPS = 5
 
 
 class ScalingKind(str, enum.Enum):
@@ -309,7 +314,7 @@ def plan_ramp(plan: MultiArmPlan, s0: float, f0: float, f1: float,
               bounds: Mapping[str, JointBounds], *,
               running: Mapping[str, RunningGoal] | None = None, t_from: float = 0.0,
               t_ramp: float = 0.0, min_duration: float = MIN_RAMP_S,
-              refine: int = 5) -> Ramp:
+              refine: int = REFINE_STEPS) -> Ramp:
     """The shortest smooth change of the plan's speed from ``f0`` to ``f1`` starting at plan
     time ``s0``, within every joint's bounds (see the module docstring); with ``running``
     (every arm's running goal), goals that begin at ``t_from`` with the running goals up to
@@ -383,7 +388,7 @@ def plan_ramp(plan: MultiArmPlan, s0: float, f0: float, f1: float,
         if peak <= SEARCH_USE or (ends and f1 == 0.0):
             break
         bad = T
-        T *= 1.4
+        T *= SEARCH_GROWTH
         if T > MAX_RAMP_S:
             arm, joint, which = where
             raise RampLimitError(
@@ -415,7 +420,7 @@ def plan_ramp(plan: MultiArmPlan, s0: float, f0: float, f1: float,
             return Ramp(s0, scaling, trajs, end, scaling.duration, peak, where, ends, lead)
         if ends and f1 == 0.0:
             break
-        T *= 1.05
+        T *= FINAL_GROWTH
     arm, joint, which = where
     raise RampLimitError(f"the {which} of the goal from plan time {s0:.3f} s at speed {f0:g} "
                          f"-> {f1:g} reaches {peak:.3f} x its limit", arm=arm, joint=joint,

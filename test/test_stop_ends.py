@@ -1,0 +1,84 @@
+"""Where many controlled stops come to rest, searched in lockstep (core/stop_ends.py), against
+its reference: plan_ramp asked one request at a time, as the executor asks it. Bit for bit, on
+the shipped plans and on random ones (velocities, accelerations, positions only), at full and
+reduced speed, with stops that reach the plan's end and stops that fit no ramp."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mj_manipulator_ros.core.config import load_config
+from mj_manipulator_ros.core.errors import RampLimitError
+from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.plan_io import load_plan
+from mj_manipulator_ros.core.stop_ends import stop_ends
+from mj_manipulator_ros.core.time_scaling import config_bounds, joint_bounds, plan_ramp
+from mj_manipulator_ros.resources import config_file, share_dir
+
+
+def one_at_a_time(plan, bounds, starts, f0) -> np.ndarray:
+    out = []
+    for s in starts:
+        try:
+            out.append(plan_ramp(plan, float(s), f0, 0.0, bounds).end_plan_time)
+        except RampLimitError:
+            out.append(np.nan)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", ["openarm_wave", "openarm_crossing"])
+@pytest.mark.parametrize("speed", [1.0, 0.5])
+def test_the_shipped_plans_rest_where_the_executor_would_stop_them(name, speed) -> None:
+    config = load_config(config_file("openarm_bimanual.yaml"))
+    plan = load_plan(share_dir() / f"config/plans/{name}.yaml")
+    bounds = config_bounds(plan, config)
+    starts = np.concatenate([[-0.1, 0.0], np.linspace(0.01, plan.duration, 97),
+                             [plan.duration - 0.05, plan.duration + 1.0]])
+    fast = stop_ends(plan, bounds, starts, speed)
+    reference = one_at_a_time(plan, bounds, starts, speed)
+    assert np.array_equal(fast, reference, equal_nan=True), np.flatnonzero(fast != reference)
+    assert np.isfinite(reference).all()
+    assert reference[-3] == reference[-1] == plan.duration and reference[-2] < plan.duration
+
+
+def random_plan(rng, kind: str) -> MultiArmPlan:
+    n = int(rng.integers(4, 12))
+    t = np.concatenate([[0.0], np.cumsum(rng.uniform(0.1, 0.6, n - 1))])
+    arms = {}
+    for a, joints in (("left", 3), ("right", 2)):
+        q = np.cumsum(rng.uniform(-0.6, 0.6, (n, joints)), axis=0)
+        v = rng.uniform(-1.5, 1.5, (n, joints))
+        v[0] = v[-1] = 0.0
+        acc = rng.uniform(-3.0, 3.0, (n, joints)) if kind == "quintic" else None
+        if acc is not None:
+            acc[0] = acc[-1] = 0.0
+        names = tuple(f"{a}_j{k}" for k in range(joints))
+        arms[a] = ArmTrajectory(names, t, q, None if kind == "linear" else v, acc)
+    return MultiArmPlan(arms)
+
+
+@pytest.mark.parametrize("kind", ["cubic", "quintic", "linear"])
+def test_random_plans_rest_where_the_executor_would_stop_them(kind) -> None:
+    """Random plans and bounds, tight enough that some stops fit no ramp (NaN) and loose
+    enough that most do, at random speeds: every figure equals the reference's."""
+    rng = np.random.default_rng({"cubic": 1, "quintic": 2, "linear": 3}[kind])
+    found = {"rest": 0, "none": 0, "end": 0}
+    for _ in range(6):
+        plan = random_plan(rng, kind)
+        limits = {a: {j: (float(rng.uniform(1.5, 6.0)),
+                          None if rng.random() < 0.3 else float(rng.uniform(4.0, 20.0)))
+                      for j in plan[a].joint_names} for a in plan.arm_names}
+        bounds = joint_bounds(plan, limits, float(rng.uniform(3.0, 10.0)))
+        speed = float(rng.choice([1.0, 0.7, 0.3]))
+        starts = np.append(np.sort(rng.uniform(-0.2, plan.duration, 25)),
+                           [plan.duration, plan.duration + 0.1])
+        fast = stop_ends(plan, bounds, starts, speed)
+        reference = one_at_a_time(plan, bounds, starts, speed)
+        assert np.array_equal(fast, reference, equal_nan=True), (
+            kind, speed, starts[fast != reference], fast[fast != reference],
+            reference[fast != reference])
+        found["none"] += int(np.isnan(reference).sum())
+        found["end"] += int((reference == plan.duration).sum())
+        found["rest"] += int((np.isfinite(reference) & (reference < plan.duration)).sum())
+    assert all(found.values()), found   # every kind of outcome met
