@@ -163,3 +163,20 @@ def test_wrong_arguments_are_named(openarm) -> None:
     owners[0] = 99
     with pytest.raises(ValueError, match="geom 0's owner 99"):
         kernel.clearances(*good[:3], owners, *good[4:])
+
+
+def test_rows_split_over_threads_give_the_same_report(openarm) -> None:
+    """The band's states split over 1, 2 and 3 threads (each on its own MjData): the same
+    report whatever the split, and no thread left behind (the autouse fixture)."""
+    plan = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
+    workers = openarm.workers
+    try:
+        reports = []
+        for n in (1, 2, 3):
+            openarm.workers = n
+            reports.append(openarm.check(plan, mode="band", skew=0.4))
+    finally:
+        openarm.workers = workers
+    assert reports[0].states_checked > 3 * replay_checker.PARALLEL_ROWS   # split 3 ways
+    for other in reports[1:]:
+        same_reports(other, reports[0])

@@ -32,6 +32,7 @@ MuJoCo distances. An interval not certified at ``max_depth`` counts against the 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -97,6 +98,11 @@ def verify_margin_rule() -> None:
 
 #: states per batch of the synchronized replay (and per progress report)
 PROGRESS_ROWS = 200
+#: the kernel's rows are split over threads only this many at least per thread (a thread
+#: costs about 0.1 ms to start; a state about 7 us)
+PARALLEL_ROWS = 2000
+#: the bound on joining a replay thread, s (a million states take about 7 s on one core)
+JOIN_S = 120.0
 
 
 @dataclass
@@ -169,6 +175,11 @@ class PlanReplayChecker:
                 self._pair_category[a, b] = table[i, k]
         #: the batch loop (``_clearances``): the C kernel where built; None runs the reference
         self.kernel = KERNEL
+        #: threads the kernel's rows are split over (this process's cores, at most 4), and
+        #: each model's spare MjData for them (id of the model -> MjData, made once)
+        self.workers = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                           else os.cpu_count() or 1)
+        self._spares: dict[int, list] = {}
         self._owner_rows = np.where(self.geom_owner == ENV, n, self.geom_owner).astype(np.int32)
         self._category_rows = np.ascontiguousarray(self._pair_category, dtype=np.int32)
         self._allowed_u8 = np.ascontiguousarray(self._allowed_mask, dtype=np.uint8)
@@ -323,9 +334,7 @@ class PlanReplayChecker:
         out = np.full((rows.shape[0], self._ncat), np.inf)
         full = np.zeros(rows.shape[0], dtype=np.uint8)
         if self.kernel is not None and rows.shape[0]:
-            self.kernel.clearances(self.model._address, self.data._address, rows,
-                                   self._owner_rows, self._category_rows, self._allowed_u8,
-                                   out, full)
+            self._kernel_rows(rows, out, full)
             return out, full.astype(bool)
         for k, row in enumerate(rows):
             overflow, cat, dist, _ = self._contacts(row)
@@ -333,6 +342,46 @@ class PlanReplayChecker:
             for c in set(cat.tolist()):
                 out[k, c] = float(dist[cat == c].min())
         return out, full.astype(bool)
+
+    def _kernel_rows(self, rows: np.ndarray, out: np.ndarray, full: np.ndarray) -> None:
+        """The kernel over ``rows``, split over up to ``workers`` threads (at least
+        ``PARALLEL_ROWS`` rows each), each on its own MjData of the current model (this
+        checker's, and spares made once per model): the kernel releases the GIL, so the
+        threads run on as many cores. Rows are independent: the figures are the same however
+        they are split. A thread that cannot be started leaves its rows to this one."""
+        n = rows.shape[0]
+        parts = max(1, min(self.workers, n // PARALLEL_ROWS))
+        cuts = np.linspace(0, n, parts + 1).astype(int)
+        spares = self._spares.setdefault(id(self.model), [])
+        while len(spares) < parts - 1:
+            spares.append(mujoco.MjData(self.model))
+        datas = [self.data] + spares[:parts - 1]
+        errors: list[BaseException] = []
+
+        def run(k: int) -> None:
+            a, b = cuts[k], cuts[k + 1]
+            try:
+                self.kernel.clearances(self.model._address, datas[k]._address, rows[a:b],
+                                       self._owner_rows, self._category_rows, self._allowed_u8,
+                                       out[a:b], full[a:b])
+            except BaseException as exc:  # noqa: BLE001 - raised below, in the caller's thread
+                errors.append(exc)
+        threads = []
+        for k in range(1, parts):
+            t = threading.Thread(target=run, args=(k,), name=f"mjmr-replay-{k}", daemon=True)
+            try:
+                t.start()
+                threads.append(t)
+            except RuntimeError:   # no thread to be had (the process's limit): done here
+                run(k)
+        run(0)
+        for t in threads:
+            t.join(JOIN_S)
+            if t.is_alive():
+                raise RuntimeError(f"replay thread {t.name} still running after {JOIN_S:g} s "
+                                   f"({n} states in {parts} parts)")
+        if errors:
+            raise errors[0]
 
     def _states(self, rows: np.ndarray, codes) -> tuple[list, np.ndarray]:
         """The states of ``rows`` (N, nq) for a report: those with a contact of a category in
