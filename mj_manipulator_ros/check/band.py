@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from mj_manipulator_ros.check.checked_state import CheckedState
 from mj_manipulator_ros.check.timeline import PlanMotion
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
@@ -36,8 +37,6 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
         A ReplayReport with mode ``band``, ``skew``, and ``band_collision`` (the first colliding
         pair of plan times, or None).
     """
-    from mj_manipulator_ros.check.replay_checker import _State   # (it imports this module)
-
     if not (np.isfinite(skew) and skew >= 0):
         raise ValueError(f"skew must be a finite number of seconds >= 0, got {skew!r}")
     arms = checker.arm_names
@@ -68,7 +67,7 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
             if it is not None and jd is not None:   # a grid state: evaluated already
                 found = row_states[jd * len(t_index) + it]
                 cache[key] = found if found.hits or found.overflow else \
-                    _State(clearance={codes_of[(a, b)]: clear_table[it, jd]})
+                    CheckedState(clearance={codes_of[(a, b)]: clear_table[it, jd]})
                 return cache[key]
             poses = {x: sample(plan[x], [min(max(t, 0.0), duration)])[0][0] for x in arms}
             poses[b] = sample(plan[b], [min(max(t + d, 0.0), duration)])[0][0]

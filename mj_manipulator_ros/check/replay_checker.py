@@ -35,7 +35,6 @@ import dataclasses
 import os
 import sys
 import threading
-from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
 import mujoco
@@ -50,6 +49,7 @@ from mj_manipulator_ros.model.reach import reach_matrix
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.spline_peaks import segment_peaks
 from mj_manipulator_ros.check.band import check_band
+from mj_manipulator_ros.check.checked_state import CheckedState as _State
 from mj_manipulator_ros.check.report import PairHit, ReplayReport
 from mj_manipulator_ros.check.timeline import ReplayMode, Timeline, build_timeline
 from mj_manipulator_ros.core.errors import JointLimitError, UnsupportedMujocoError
@@ -103,15 +103,6 @@ PROGRESS_ROWS = 200
 PARALLEL_ROWS = 2000
 #: the bound on joining a replay thread, s (a million states take about 7 s on one core)
 JOIN_S = 120.0
-
-
-@dataclass
-class _State:
-    """What one checked state found."""
-
-    clearance: dict = field(default_factory=dict)     # category -> min distance (<= horizon)
-    hits: list = field(default_factory=list)          # (category, g1, g2, dist)
-    overflow: bool = False                            # the contact buffer was full
 
 
 class PlanReplayChecker:
