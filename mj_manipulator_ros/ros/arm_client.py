@@ -152,6 +152,13 @@ class ArmChannel:
             self.executor.spin_once(
                 timeout_sec=remaining if max_block is None else min(remaining, max_block))
 
+    def note_server(self) -> None:
+        """Notice the action server between executions (any thread: the executor's discovery
+        watch): its first sighting is its discovery time, so that a first goal waits only what
+        is left of ``discovery_settle_s`` since then, not all of it after the goal came."""
+        if self.discovered_at is None and self.client.server_is_ready():
+            self.discovered_at = time.monotonic()
+
     def server_present(self) -> bool:
         """Is the action server in the graph? Forgets the discovery time when it is not."""
         ready = self.client.server_is_ready()

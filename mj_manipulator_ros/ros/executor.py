@@ -33,6 +33,7 @@ import uuid
 from typing import Callable, Mapping, Optional
 
 import rclpy
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -59,6 +60,9 @@ from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 from mj_manipulator_ros.ros.start_check import StartCheck
 
 NodeFactory = Callable[[str], Node]
+
+#: how often every arm's action server is looked for between executions, s (steady clock)
+DISCOVERY_WATCH_S = 0.1
 
 
 class MultiArmExecutor:
@@ -105,6 +109,11 @@ class MultiArmExecutor:
             _executor_for(self._clock_node), f"mjmr-executor-clock-{suffix}").start()
         self.channels = {a.name: ArmChannel(a, channel_factory(f"mjmr_arm_{a.name}_{suffix}"))
                          for a in config.arms}
+        # every arm's action server noticed as it appears, between executions too (on this
+        # machine's steady clock, whatever the controllers' clock): a first goal does not wait
+        # the whole discovery settle after a server seen long before
+        self._discovery_watch = self._clock_node.create_timer(
+            DISCOVERY_WATCH_S, self._note_servers, clock=Clock(clock_type=ClockType.STEADY_TIME))
         #: what the arms report (JointState), for the checks made before stamping
         self.monitor = JointStateMonitor(self._clock_node, {a.joint_states_topic for a in config.arms},
                                          self.now, names=config.names_on_topics())
@@ -153,6 +162,13 @@ class MultiArmExecutor:
                 name, context=context,
                 parameter_overrides=[Parameter("use_sim_time", Parameter.Type.BOOL, use_sim)])
         return make
+
+    def _note_servers(self) -> None:
+        for ch in self.channels.values():
+            try:
+                ch.note_server()
+            except Exception:  # noqa: BLE001 - a timer callback: the arm's run checks again
+                pass
 
     def now(self) -> float:
         """The controllers' clock, s."""
