@@ -61,7 +61,8 @@ def test_demo_runs_the_crossing_plan_synchronized(tmp_path, monkeypatch, capfd) 
     lag_warnings_only_above_the_threshold(doc["simulator"], capfd.readouterr())
     assert json.loads(out.read_text()) == json.loads(json.dumps(doc))
     assert set(doc) == {"start_stamp", "start_skew_s", "arms", "execution", "replay",
-                        "scene_xml", "physics_step", "bag", "simulator"}
+                        "scene_xml", "physics_step", "bag", "simulator", "moveit_monitoring"}
+    within_moveits_default_monitoring(doc)
     assert "control cycles" in doc["simulator"]
     # the composed scene is kept beside the report and loads on its own
     scene = mujoco.MjModel.from_xml_path(str(tmp_path / doc["scene_xml"]))
@@ -88,6 +89,18 @@ def test_demo_runs_the_crossing_plan_synchronized(tmp_path, monkeypatch, capfd) 
     assert doc["start_skew_s"] <= ONE_CYCLE
 
 
+def within_moveits_default_monitoring(doc: dict) -> None:
+    """The demo's client watched the goal as MoveIt's execution manager does with its defaults
+    (it cancels a goal with no result ``duration x 1.2 + 0.5 s`` after sending it; the checks
+    before the start stamp and the start lead count against that): the result came within the
+    bound and nothing was canceled."""
+    m = doc["moveit_monitoring"]
+    assert m["bound_s"] == pytest.approx(14.0 * 1.2 + 0.5), m   # the crossing plan's 14 s
+    assert not m["canceled"] and 0.0 < m["slack_s"], (
+        f"MoveIt's default execution monitoring would have canceled the crossing plan: {m}")
+    assert m["accepted_after_s"] < m["result_after_s"] < m["bound_s"], m
+
+
 def test_demo_in_torque_mode_from_the_command_line(tmp_path) -> None:
     """`mj-manipulator-ros demo --controller torque`: the crossing plan on computed-torque
     controllers, synchronized, as accurate as the position servos or better."""
@@ -101,6 +114,7 @@ def test_demo_in_torque_mode_from_the_command_line(tmp_path) -> None:
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     doc = json.loads((tmp_path / "demo_report.json").read_text())
     assert doc["execution"]["status"] == "succeeded"
+    within_moveits_default_monitoring(doc)
     assert doc["start_skew_s"] <= ONE_CYCLE
     for arm in ("left", "right"):
         assert doc["arms"][arm]["max_tracking_error_rad"] < 0.02  # the servos: about 0.02

@@ -5,7 +5,9 @@ In one process, on one DDS graph (loopback):
 1. the simulator node (physics thread, one FollowJointTrajectory server per arm, /joint_states);
 2. the execution node (one combined FollowJointTrajectory action over both arms);
 3. a client that sends the crossing plan (config/plans/openarm_crossing.yaml) as one 14-joint
-   goal, as MoveIt would to a single controller.
+   goal, as MoveIt would to a single controller, and watches it as MoveIt's execution manager
+   does with its defaults: a goal with no result ``duration x 1.2 + 0.5 s`` after its sending
+   is canceled (``moveit_monitoring`` in the report says how much room was left).
 
 Before it executes, it replays the plan through the scene synchronized (0 colliding states) and
 one arm after the other (k of N colliding), and pictures the worst sequential state
@@ -16,7 +18,9 @@ one arm after the other (k of N colliding), and pictures the worst sequential st
      "execution": <the executor's report>,
      "replay": {"synchronized": <replay report>, "sequential": <replay report>},
      "scene_xml": "demo_scene.xml", "physics_step": <the step and its caps>,
-     "bag": "demo_bags/<time>_<goal id>"}
+     "bag": "demo_bags/<time>_<goal id>",
+     "moveit_monitoring": {"bound_s", "accepted_after_s", "result_after_s", "slack_s",
+                           "canceled"}}
 
 The execution is recorded as a bag (rosbag2, MCAP; the execution node's ``record_dir``):
 joint states, both arms' action feedback and status, the goals, the executor's events, with the
@@ -82,6 +86,10 @@ DEMO_LEAD_S = 0.6
 #: machine that took over the 20 s this used to be (beside two busy loops the demo then said
 #: "rejected" of a goal accepted later)
 ANSWER_WAIT_S = 180.0
+#: MoveIt's trajectory execution manager with its defaults (allowed_execution_duration_scaling,
+#: allowed_goal_duration_margin): a goal not finished within duration x scaling + margin of its
+#: sending is canceled. The demo's client does the same, and says how much room was left.
+MOVEIT_SCALING, MOVEIT_MARGIN_S = 1.2, 0.5
 
 
 class DemoError(MjManipulatorError):
@@ -152,14 +160,32 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
                                     "above says why)")
                 print(f"demo: accepted {time.monotonic() - sent:.1f} s after sending (the "
                       "execution node's pre-flight replay first)", flush=True)
+                accepted_after = time.monotonic() - sent
                 result = handle.get_result_async()
+                bound = plan.duration * MOVEIT_SCALING + MOVEIT_MARGIN_S
                 deadline = time.monotonic() + plan.duration * 3 + 30
+                canceled = False
                 while not result.done() and time.monotonic() < deadline:
                     client_exec.spin_once(timeout_sec=0.02)
                     if viewer is not None:
                         _sync_viewer(viewer, sim)
+                    if not canceled and time.monotonic() - sent > bound:
+                        # as MoveIt would: "Controller is taking too long to execute trajectory"
+                        print(f"demo: no result {bound:.1f} s after sending: MoveIt's default "
+                              "execution monitoring would stop the goal here; canceling it",
+                              flush=True)
+                        handle.cancel_goal_async()
+                        canceled = True
                 if not result.done():
                     raise DemoError("no result from the execution node")
+                result_after = time.monotonic() - sent
+                monitoring = {"bound_s": round(bound, 3),
+                              "accepted_after_s": round(accepted_after, 3),
+                              "result_after_s": round(result_after, 3),
+                              "slack_s": round(bound - result_after, 3), "canceled": canceled}
+                print(f"demo: result {result_after:.2f} s after sending; MoveIt's default "
+                      f"execution monitoring allows {bound:.2f} s (slack "
+                      f"{bound - result_after:+.2f} s)", flush=True)
         finally:
             if viewer is not None:
                 viewer.close()
@@ -186,6 +212,7 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
            "bag": None if server.last_record is None else str(server.last_record),
            "start_skew_s": (max(onsets) - min(onsets)) if len(onsets) == len(arms) else None,
            "arms": arms, "execution": report.to_dict(), "replay": replay,
+           "moveit_monitoring": monitoring,
            "simulator": sim.shared.health().summary()}
     out.write_text(json.dumps(doc, indent=2))
     return doc
