@@ -82,3 +82,22 @@ def test_random_plans_rest_where_the_executor_would_stop_them(kind) -> None:
         found["end"] += int((reference == plan.duration).sum())
         found["rest"] += int((np.isfinite(reference) & (reference < plan.duration)).sum())
     assert all(found.values()), found   # every kind of outcome met
+
+
+def test_a_joint_bounded_at_zero_is_treated_as_plan_ramp_treats_it() -> None:
+    """A joint that holds still with a velocity or acceleration bound of 0 (the configuration
+    accepts 0): its ratios are 0 / 0. plan_ramp passes over them; the lockstep search did not
+    (regression, found in review: with the velocity bound 0 it never ended, with the
+    acceleration bound 0 it gave NaN where plan_ramp gives a rest)."""
+    t = np.linspace(0.0, 1.0, 11)
+    q = np.column_stack([0.4 * np.sin(np.pi * t / 2) ** 2, np.full(t.size, 0.3)])
+    v = np.column_stack([0.4 * np.pi / 2 * np.sin(np.pi * t), np.zeros(t.size)])
+    plan = MultiArmPlan({"a": ArmTrajectory(("j0", "j1"), t, q, v)})
+    starts = np.array([0.2, 0.5, 0.8])
+    for limits in ({"j0": (3.0, 10.0), "j1": (0.0, 10.0)}, {"j0": (3.0, 10.0), "j1": (3.0, 0.0)},
+                   {"j0": (3.0, 10.0), "j1": (0.0, 0.0)}):
+        bounds = joint_bounds(plan, {"a": limits}, 5.0)
+        reference = one_at_a_time(plan, bounds, starts, 1.0)
+        assert np.isfinite(reference).all(), (limits, reference)
+        assert np.array_equal(stop_ends(plan, bounds, starts, 1.0), reference, equal_nan=True), \
+            limits

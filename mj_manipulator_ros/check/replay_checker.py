@@ -365,12 +365,16 @@ class PlanReplayChecker:
                 threads.append(t)
             except RuntimeError:   # no thread to be had (the process's limit): done here
                 run(k)
-        run(0)
-        for t in threads:
-            t.join(JOIN_S)
-            if t.is_alive():
-                raise RuntimeError(f"replay thread {t.name} still running after {JOIN_S:g} s "
-                                   f"({n} states in {parts} parts)")
+        try:
+            run(0)
+            for t in threads:
+                t.join(JOIN_S)
+                if t.is_alive():
+                    raise RuntimeError(f"replay thread {t.name} still running after {JOIN_S:g} "
+                                       f"s ({n} states in {parts} parts)")
+        finally:   # a thread still running keeps its MjData: never handed to another check
+            busy = {id(datas[k]) for k, t in enumerate(threads, start=1) if t.is_alive()}
+            spares[:] = [d for d in spares if id(d) not in busy]
         if errors:
             raise errors[0]
 

@@ -38,9 +38,9 @@ def stop_ends(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], starts, f0:
     todo = np.flatnonzero(s0 > 0.0)
     if not todo.size:
         return out
-    search = _Search(plan, bounds, s0[todo], f0)
-    for k, T in zip(todo, search.lengths()):
-        if np.isfinite(T):
+    lengths, failed = _Search(plan, bounds, s0[todo], f0).lengths()
+    for k, T, gave_up in zip(todo, lengths, failed):
+        if not gave_up:
             out[k] = _sent(plan, bounds, float(s0[k]), f0, float(T))
     return out
 
@@ -89,13 +89,14 @@ class _Search:
                                    b.acceleration)):
                 with np.errstate(divide="ignore", invalid="ignore"):
                     ratio = np.where(np.isfinite(limit), np.abs(values) / limit, 0.0)
-                if ratio.shape[1]:
-                    worst = np.maximum(worst, np.maximum.reduceat(ratio.max(axis=1), starts))
+                if ratio.shape[1]:   # as plan_ramp: a figure that is not a number is passed
+                    m = np.maximum.reduceat(ratio.max(axis=1), starts)   # over (0 / 0)
+                    worst = np.where(m > worst, m, worst)
         return worst
 
-    def lengths(self) -> np.ndarray:
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """Every request's ramp length as plan_ramp's search leaves it (before the goals are
-        checked as sent); NaN where the search gives up (MAX_RAMP_S)."""
+        checked as sent), and where the search gave up (past MAX_RAMP_S: RampLimitError)."""
         K = self.s0.size
         T = np.full(K, MIN_RAMP_S)
         for arm, traj in self.plan.arms.items():   # the lower bound from the dominant term
@@ -104,9 +105,12 @@ class _Search:
             with np.errstate(divide="ignore", invalid="ignore"):
                 need = np.where(np.isfinite(a_max), 1.5 * abs(0.0 - self.f0) * np.abs(v) / a_max,
                                 0.0)
-            if need.shape[1]:
-                T = np.maximum(T, need.max(axis=1))
+            if need.shape[1]:   # Python's max(T, x), as plan_ramp: x not a number keeps T
+                m = need.max(axis=1)
+                T = np.where(m > T, m, T)
         bad = np.full(K, np.nan)
+        grew = np.zeros(K, dtype=bool)
+        failed = np.zeros(K, dtype=bool)
         ends = np.zeros(K, dtype=bool)
         active = np.ones(K, dtype=bool)
         while active.any():
@@ -121,11 +125,12 @@ class _Search:
             grow = idx[go][peak > SEARCH_USE]
             active[idx[go][peak <= SEARCH_USE]] = False
             bad[grow] = T[grow]
+            grew[grow] = True
             T[grow] = T[grow] * SEARCH_GROWTH
             gave_up = grow[T[grow] > MAX_RAMP_S]
-            T[gave_up] = np.nan
+            failed[gave_up] = True
             active[gave_up] = False
-        refine = np.flatnonzero(np.isfinite(bad) & ~ends & np.isfinite(T))
+        refine = np.flatnonzero(grew & ~ends & ~failed)
         lo, hi = bad[refine], T[refine]
         for _ in range(REFINE_STEPS):
             if not refine.size:
@@ -135,7 +140,7 @@ class _Search:
             fits = self._peaks(refine, f0, f1, dur) <= SEARCH_USE
             hi, lo = np.where(fits, mid, hi), np.where(fits, lo, mid)
         T[refine] = hi
-        return T
+        return T, failed
 
 
 def _sent(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], s0: float, f0: float,

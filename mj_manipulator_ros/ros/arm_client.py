@@ -92,6 +92,7 @@ class ArmChannel:
         #: monotonic time the server was (re)discovered; reset when it leaves the graph, so a
         #: restarted server gets discovery_settle_s again
         self.discovered_at: float | None = None
+        self._discovery_lock = threading.Lock()
         #: monotonic time this arm's thread last began to wait for what comes (a result read
         #: now may have arrived any time since: the thread may have been kept off the CPU)
         self.waiting_since: float = time.monotonic()
@@ -156,15 +157,24 @@ class ArmChannel:
         """Notice the action server between executions (any thread: the executor's discovery
         watch): its first sighting is its discovery time, so that a first goal waits only what
         is left of ``discovery_settle_s`` since then, not all of it after the goal came."""
-        if self.discovered_at is None and self.client.server_is_ready():
-            self.discovered_at = time.monotonic()
+        with self._discovery_lock:
+            if self.discovered_at is None and self.client.server_is_ready():
+                self.discovered_at = time.monotonic()
+
+    def discovery_time(self) -> float:
+        """When the server present now was first seen (monotonic s; now, if not before)."""
+        with self._discovery_lock:
+            if self.discovered_at is None:
+                self.discovered_at = time.monotonic()
+            return self.discovered_at
 
     def server_present(self) -> bool:
         """Is the action server in the graph? Forgets the discovery time when it is not."""
-        ready = self.client.server_is_ready()
-        if not ready:
-            self.discovered_at = None
-        return ready
+        with self._discovery_lock:   # (the discovery watch writes it from another thread)
+            ready = self.client.server_is_ready()
+            if not ready:
+                self.discovered_at = None
+            return ready
 
     def close(self) -> None:
         self.client.destroy()
@@ -342,9 +352,7 @@ class ArmRun:
                                    f"{s.server_wait_s} s")
             self._fail(FailureReason.SERVER_UNAVAILABLE, self.out.error_string)
             return
-        if ch.discovered_at is None:
-            ch.discovered_at = time.monotonic()
-        settle_until = ch.discovered_at + s.discovery_settle_s
+        settle_until = ch.discovery_time() + s.discovery_settle_s
         ch.spin_until(lambda: self.scope.canceled or time.monotonic() >= settle_until, settle_until)
         if self.scope.canceled:
             return
