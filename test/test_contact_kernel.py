@@ -180,3 +180,48 @@ def test_rows_split_over_threads_give_the_same_report(openarm) -> None:
     assert reports[0].states_checked > 3 * replay_checker.PARALLEL_ROWS   # split 3 ways
     for other in reports[1:]:
         same_reports(other, reports[0])
+
+
+_ARENA_TOO_SMALL = r"""
+import mujoco, numpy as np
+from mj_manipulator_ros.check.replay_checker import KERNEL, PlanReplayChecker
+from mj_manipulator_ros.core.config import config_from_mapping
+from mj_manipulator_ros.model.allowed_collisions import AllowedCollisionMatrix
+from mj_manipulator_ros.model.arm_binding import bind_arm
+
+def arm(name, y):
+    boxes = "".join(f'<geom type="box" size="0.05 0.05 0.05" pos="{0.01 * i} 0 0"/>'
+                    for i in range(7))
+    return f'<body name="{name}" pos="0 {y} 0"><joint name="{name}_j1" axis="0 0 1"/>{boxes}</body>'
+model = mujoco.MjModel.from_xml_string(
+    f'<mujoco><size memory="6K"/><worldbody>{arm("left", 0)}{arm("right", 0.02)}'
+    '</worldbody></mujoco>')
+cfg = config_from_mapping({"arms": [{"name": a, "joint_names": [f"{a}_j1"]}
+                                    for a in ("left", "right")]})
+checker = PlanReplayChecker(model, {a.name: bind_arm(model, a) for a in cfg.arms}, model.qpos0,
+                            allowed=AllowedCollisionMatrix((), 0, 0.005, "none"))
+rows = checker._qpos({"left": np.zeros((3, 1)), "right": np.zeros((3, 1))})
+for kernel in (None, KERNEL, KERNEL):   # (twice: the thread's handler was put back)
+    checker.kernel = kernel
+    try:
+        checker._clearances(rows)
+        print("no error")
+    except mujoco.FatalError as exc:
+        print("FatalError", str(exc).splitlines()[0])
+"""
+
+
+def test_an_error_mujoco_reports_is_raised_as_the_reference_raises_it(tmp_path) -> None:
+    """MuJoCo's own error (here its arena too small for the contacts) raises mujoco.FatalError
+    from the kernel too, with the same message, and the process goes on (regression, found in
+    review: MuJoCo's default handler ended the process). In a process of its own, so that a
+    regression fails this test instead of ending a test worker."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _ARENA_TOO_SMALL], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    said = done.stdout.splitlines()
+    assert len(said) == 3 and said[0].startswith("FatalError mj_stackAlloc"), said
+    assert said[1] == said[2] == said[0], said

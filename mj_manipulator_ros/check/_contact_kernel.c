@@ -19,14 +19,39 @@
  *
  * One state, as the reference: qpos = row; mj_kinematics; mj_collision; the contact-full
  * warning counter compared before and after; every contact whose category is >= 0 and whose
- * bodies' pair is not allowed counts, at its distance.
+ * bodies' pair is not allowed counts, at its distance. An error MuJoCo reports raises
+ * mujoco.FatalError, as the reference does.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <mujoco/mujoco.h>
+
+/* MuJoCo's thread-local log handler: exported, declared only in its internal headers. Its
+ * Python bindings use it the same way: an error (mju_error: an arena too small for the
+ * contacts, say) jumps back here and becomes mujoco.FatalError, as the reference raises,
+ * instead of MuJoCo's default handler ending the process. */
+extern mjfLogHandler _mjPRIVATE_setTlsLogHandler(mjfLogHandler handler);
+
+static PyObject *fatal_error;   /* mujoco.FatalError */
+static _Thread_local jmp_buf error_jump;
+static _Thread_local char error_text[1024];
+static _Thread_local mjfLogHandler outer_handler;
+
+static void on_log(const mjLogMessage *msg) {
+    if (msg->level >= mjLOG_ERROR) {
+        snprintf(error_text, sizeof error_text, "%s", msg->subject);
+        longjmp(error_jump, 1);
+    }
+    /* anything else goes where it would have gone (the warnings of a full contact buffer) */
+    _mjPRIVATE_setTlsLogHandler(outer_handler);
+    mju_message(msg);
+    _mjPRIVATE_setTlsLogHandler(on_log);
+}
 
 static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t count, char format,
                       Py_ssize_t itemsize, int writable, const char *name) {
@@ -107,7 +132,13 @@ static PyObject *clearances(PyObject *self, PyObject *args) {
     const double *q = (const double *)rows.buf;
     double *o = (double *)out.buf;
     unsigned char *full = (unsigned char *)overflow.buf;
+    volatile int failed = 0;
     Py_BEGIN_ALLOW_THREADS
+    outer_handler = _mjPRIVATE_setTlsLogHandler(on_log);
+    if (setjmp(error_jump) != 0) {   /* MuJoCo reported an error: no row after it is run */
+        failed = 1;
+        goto done;
+    }
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         double *row_out = o + r * ncat;
         for (Py_ssize_t c = 0; c < ncat; c++)
@@ -129,7 +160,15 @@ static PyObject *clearances(PyObject *self, PyObject *args) {
                 row_out[code] = con->dist;
         }
     }
+done:
+    _mjPRIVATE_setTlsLogHandler(outer_handler);
+    if (failed)   /* the jump left MuJoCo's stack marked: clean for the next call */
+        mj_resetData(m, d);
     Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_SetString(fatal_error, error_text);
+        goto fail_all;
+    }
     PyBuffer_Release(&overflow);
     PyBuffer_Release(&out);
     PyBuffer_Release(&allowed);
@@ -167,5 +206,12 @@ PyMODINIT_FUNC PyInit__contact_kernel(void) {
                      "runs with %d: rebuild it (make setup)", mjVERSION_HEADER, mj_version());
         return NULL;
     }
+    PyObject *mujoco = PyImport_ImportModule("mujoco");
+    if (mujoco == NULL)
+        return NULL;
+    fatal_error = PyObject_GetAttrString(mujoco, "FatalError");
+    Py_DECREF(mujoco);
+    if (fatal_error == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -286,10 +286,14 @@ class PlanReplayChecker:
         C kernel (``_clearances``)."""
         m, d = self.model, self.data
         d.qpos[:] = qpos
-        mujoco.mj_kinematics(m, d)
-        full = d.warning[mujoco.mjtWarning.mjWARN_CONTACTFULL]
-        before = full.number
-        mujoco.mj_collision(m, d)
+        try:
+            mujoco.mj_kinematics(m, d)
+            full = d.warning[mujoco.mjtWarning.mjWARN_CONTACTFULL]
+            before = full.number
+            mujoco.mj_collision(m, d)
+        except mujoco.FatalError:   # raised, its data left clean for the next call (as the
+            mujoco.mj_resetData(m, d)   # kernel leaves its own)
+            raise
         overflow = full.number != before   # contacts were dropped: not certifiable
         if d.ncon == 0:
             return overflow, np.empty(0, int), np.empty(0), np.empty((0, 2), int)
