@@ -4,16 +4,17 @@ the same reports whole, and exact errors for wrong arguments."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mujoco
 import numpy as np
 import pytest
 
 from mj_manipulator_ros.check import replay_checker
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
-from mj_manipulator_ros.core.config import config_from_mapping, load_config
+from mj_manipulator_ros.core.config import load_config
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
-from mj_manipulator_ros.model.arm_binding import bind_arm
 from mj_manipulator_ros.model.scene import scene_for
 from mj_manipulator_ros.resources import config_file, share_dir
 
@@ -79,17 +80,9 @@ def test_state_by_state_the_figures_of_the_reference(openarm, model) -> None:
 def test_a_full_contact_buffer_is_flagged_as_by_the_reference() -> None:
     """Arms of many overlapping spheres in a small contact buffer: the states where MuJoCo
     drops contacts are flagged by both, and counted once in a report."""
-    def arm(name: str, y: float) -> str:
-        balls = "".join(f'<geom type="sphere" size="0.05" pos="{0.01 * i} 0 0"/>' for i in range(40))
-        return (f'<body name="{name}" pos="0 {y} 0"><joint name="{name}_j1" axis="0 0 1"/>'
-                f"{balls}</body>")
-    model = mujoco.MjModel.from_xml_string(
-        f'<mujoco><size memory="300K"/><worldbody>{arm("left", 0)}{arm("right", 0.02)}'
-        "</worldbody></mujoco>")
-    cfg = config_from_mapping({"arms": [{"name": a, "joint_names": [f"{a}_j1"]}
-                                        for a in ("left", "right")]})
-    checker = PlanReplayChecker(model, {a.name: bind_arm(model, a) for a in cfg.arms},
-                                model.qpos0)
+    from test_replay import BALLS, crowded_checker
+
+    checker = crowded_checker(*BALLS)
     rows = checker._qpos({"left": np.linspace(-1, 1, 9)[:, None],
                           "right": np.linspace(1, -1, 9)[:, None]})
     (table, full), (ref_table, ref_full) = both(checker, lambda: checker._clearances(rows))
@@ -122,14 +115,10 @@ def test_the_shipped_plans_get_the_reference_reports(openarm, name) -> None:
 def test_colliding_plans_get_the_reference_reports(tmp_path) -> None:
     """Plans that collide on time, between states and only in the band (the arms taking
     turns of test_replay): the same pairs, times, counts and first collision."""
-    from test_replay import checker_for, plan_of, scene_config
+    from test_replay import TURNS_T as t
+    from test_replay import checker_for, out_and_back, plan_of, scene_config
 
     checker, _ = checker_for(scene_config(tmp_path, separation=0.55))
-    t = np.linspace(0.0, 1.0, 41)
-
-    def out_and_back(t0: float, amplitude: float) -> np.ndarray:
-        s = np.clip((t - t0) / 0.4, 0.0, 1.0)
-        return np.column_stack([amplitude * np.sin(np.pi * s) ** 2, np.zeros_like(t)])
     turns = plan_of(out_and_back(0.1, 0.8), out_and_back(0.5, -0.8), t)
     meet = plan_of(out_and_back(0.1, 0.9), out_and_back(0.1, -0.9), t)
     verdicts = []
@@ -183,23 +172,15 @@ def test_rows_split_over_threads_give_the_same_report(openarm) -> None:
 
 
 _ARENA_TOO_SMALL = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
 import mujoco, numpy as np
-from mj_manipulator_ros.check.replay_checker import KERNEL, PlanReplayChecker
-from mj_manipulator_ros.core.config import config_from_mapping
+from mj_manipulator_ros.check.replay_checker import KERNEL
 from mj_manipulator_ros.model.allowed_collisions import AllowedCollisionMatrix
-from mj_manipulator_ros.model.arm_binding import bind_arm
+from test_replay import crowded_checker
 
-def arm(name, y):
-    boxes = "".join(f'<geom type="box" size="0.05 0.05 0.05" pos="{0.01 * i} 0 0"/>'
-                    for i in range(7))
-    return f'<body name="{name}" pos="0 {y} 0"><joint name="{name}_j1" axis="0 0 1"/>{boxes}</body>'
-model = mujoco.MjModel.from_xml_string(
-    f'<mujoco><size memory="6K"/><worldbody>{arm("left", 0)}{arm("right", 0.02)}'
-    '</worldbody></mujoco>')
-cfg = config_from_mapping({"arms": [{"name": a, "joint_names": [f"{a}_j1"]}
-                                    for a in ("left", "right")]})
-checker = PlanReplayChecker(model, {a.name: bind_arm(model, a) for a in cfg.arms}, model.qpos0,
-                            allowed=AllowedCollisionMatrix((), 0, 0.005, "none"))
+checker = crowded_checker('<geom type="box" size="0.05 0.05 0.05"/>', 7, "6K",
+                          allowed=AllowedCollisionMatrix((), 0, 0.005, "none"))
 rows = checker._qpos({"left": np.zeros((3, 1)), "right": np.zeros((3, 1))})
 for kernel in (None, KERNEL, KERNEL):   # (twice: the thread's handler was put back)
     checker.kernel = kernel
@@ -219,7 +200,8 @@ def test_an_error_mujoco_reports_is_raised_as_the_reference_raises_it(tmp_path) 
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _ARENA_TOO_SMALL], capture_output=True,
+    here = str(Path(__file__).resolve().parent)
+    done = subprocess.run([sys.executable, "-c", _ARENA_TOO_SMALL, here], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
     said = done.stdout.splitlines()

@@ -322,22 +322,33 @@ def test_the_margin_rule_is_verified_when_a_checker_is_built(tmp_path, monkeypat
         checker_for(scene_config(tmp_path))
 
 
-def test_a_full_contact_buffer_is_never_clear() -> None:
-    """Arms made of many overlapping spheres in a tiny arena: MuJoCo drops contacts; those
-    states are counted and the replay is not certified."""
+def crowded_checker(geom: str, count: int, memory: str, **kwargs) -> PlanReplayChecker:
+    """Two one-joint arms 2 cm apart, each ``count`` overlapping copies of ``geom`` 1 cm apart,
+    in an arena of ``memory`` (MuJoCo's ``<size memory>``): contacts beyond what it holds."""
     import mujoco
 
     from mj_manipulator_ros.model.arm_binding import bind_arm
 
     def arm(name: str, y: float) -> str:
-        balls = "".join(f'<geom type="sphere" size="0.05" pos="{0.01 * i} 0 0"/>' for i in range(40))
-        return f'<body name="{name}" pos="0 {y} 0"><joint name="{name}_j1" axis="0 0 1"/>{balls}</body>'
+        geoms = "".join(geom.replace("/>", f' pos="{0.01 * i} 0 0"/>') for i in range(count))
+        return f'<body name="{name}" pos="0 {y} 0"><joint name="{name}_j1" axis="0 0 1"/>{geoms}</body>'
     model = mujoco.MjModel.from_xml_string(
-        f'<mujoco><size memory="300K"/><worldbody>{arm("left", 0)}{arm("right", 0.02)}'
+        f'<mujoco><size memory="{memory}"/><worldbody>{arm("left", 0)}{arm("right", 0.02)}'
         "</worldbody></mujoco>")
     cfg = config_from_mapping({"arms": [{"name": a, "joint_names": [f"{a}_j1"]}
                                         for a in ("left", "right")]})
-    checker = PlanReplayChecker(model, {a.name: bind_arm(model, a) for a in cfg.arms}, model.qpos0)
+    return PlanReplayChecker(model, {a.name: bind_arm(model, a) for a in cfg.arms}, model.qpos0,
+                             **kwargs)
+
+
+#: the arms of crowded_checker that fill a 300K arena's contact buffer
+BALLS = ('<geom type="sphere" size="0.05"/>', 40, "300K")
+
+
+def test_a_full_contact_buffer_is_never_clear() -> None:
+    """Arms made of many overlapping spheres in a tiny arena: MuJoCo drops contacts; those
+    states are counted and the replay is not certified."""
+    checker = crowded_checker(*BALLS)
     t = np.array([0.0, 1.0])
     plan = MultiArmPlan({a: ArmTrajectory((f"{a}_j1",), t, np.zeros((2, 1))) for a in ("left", "right")})
     report = checker.check(plan, continuous=False)
@@ -502,16 +513,22 @@ def test_band_of_zero_is_the_synchronized_replay(tmp_path) -> None:
         assert band.colliding_states == sync.colliding_states and band.skew == 0.0
 
 
+#: the plan times of the arms taking turns below
+TURNS_T = np.linspace(0.0, 1.0, 41)
+
+
+def out_and_back(t0: float, amplitude: float) -> np.ndarray:
+    """The first joint out by ``amplitude`` rad and back over 0.4 s from ``t0`` (on TURNS_T)."""
+    s = np.clip((TURNS_T - t0) / 0.4, 0.0, 1.0)
+    return np.column_stack([amplitude * np.sin(np.pi * s) ** 2, np.zeros_like(TURNS_T)])
+
+
 def test_a_plan_clear_on_time_collides_in_the_band(tmp_path) -> None:
     """The arms take turns: the left swings toward the right arm and back, then the right toward
     the left and back. On time they never meet; if one stops 0.4 s off the other's plan time
     they do. The band replay finds it (the brute force agrees) and names the pair and times."""
     checker, _ = checker_for(scene_config(tmp_path, separation=0.55))
-    t = np.linspace(0.0, 1.0, 41)
-
-    def out_and_back(t0: float, amplitude: float) -> np.ndarray:
-        s = np.clip((t - t0) / 0.4, 0.0, 1.0)
-        return np.column_stack([amplitude * np.sin(np.pi * s) ** 2, np.zeros_like(t)])
+    t = TURNS_T
     plan = plan_of(out_and_back(0.1, 0.8), out_and_back(0.5, -0.8), t)
     assert checker.check(plan).collision_free
     assert brute_force_band(checker, plan, 0.0, step=0.005)[0] >= checker.margin

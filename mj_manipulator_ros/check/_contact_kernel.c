@@ -74,6 +74,17 @@ static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t count, char for
     return 0;
 }
 
+/* the bytes of obj's buffer (its length, for the checks that follow), or -1 with an error set */
+static Py_ssize_t buffer_bytes(PyObject *obj, int writable) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS |
+                           PyBUF_FORMAT) < 0)
+        return -1;
+    Py_ssize_t bytes = view.len;
+    PyBuffer_Release(&view);
+    return bytes;
+}
+
 static PyObject *clearances(PyObject *self, PyObject *args) {
     unsigned long long model_address, data_address;
     PyObject *rows_obj, *owner_obj, *category_obj, *allowed_obj, *out_obj, *overflow_obj;
@@ -88,26 +99,22 @@ static PyObject *clearances(PyObject *self, PyObject *args) {
     }
     Py_buffer rows, owner, category, allowed, out, overflow;
     Py_ssize_t nq = m->nq, ngeom = m->ngeom, nbody = m->nbody;
-    if (PyObject_GetBuffer(rows_obj, &rows, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+    /* the sizes the other buffers imply: rows (N x nq), category (side x side), out (N x ncat) */
+    Py_ssize_t rows_bytes = buffer_bytes(rows_obj, 0), category_bytes = buffer_bytes(category_obj, 0),
+               out_bytes = buffer_bytes(out_obj, 1);
+    if (rows_bytes < 0 || category_bytes < 0 || out_bytes < 0)
         return NULL;
-    Py_ssize_t n_rows = nq > 0 ? rows.len / (Py_ssize_t)(sizeof(double) * nq) : 0;
-    PyBuffer_Release(&rows);
+    Py_ssize_t n_rows = nq > 0 ? rows_bytes / (Py_ssize_t)(sizeof(double) * nq) : 0;
+    Py_ssize_t side = (Py_ssize_t)llround(sqrt((double)(category_bytes / 4)));
+    Py_ssize_t ncat = n_rows > 0 ? out_bytes / (Py_ssize_t)(sizeof(double) * n_rows) : 0;
     if (get_buffer(rows_obj, &rows, n_rows * nq, 'd', sizeof(double), 0, "rows") < 0)
         return NULL;
     if (get_buffer(owner_obj, &owner, ngeom, 'i', 4, 0, "owner") < 0)
         goto fail_rows;
-    if (PyObject_GetBuffer(category_obj, &category, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        goto fail_owner;
-    Py_ssize_t side = (Py_ssize_t)llround(sqrt((double)(category.len / 4)));
-    PyBuffer_Release(&category);
     if (get_buffer(category_obj, &category, side * side, 'i', 4, 0, "category") < 0)
         goto fail_owner;
     if (get_buffer(allowed_obj, &allowed, nbody * nbody, 'B', 1, 0, "allowed") < 0)
         goto fail_category;
-    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        goto fail_allowed;
-    Py_ssize_t ncat = n_rows > 0 ? out.len / (Py_ssize_t)(sizeof(double) * n_rows) : 0;
-    PyBuffer_Release(&out);
     if (get_buffer(out_obj, &out, n_rows * ncat, 'd', sizeof(double), 1, "out") < 0)
         goto fail_allowed;
     if (get_buffer(overflow_obj, &overflow, n_rows, 'B', 1, 1, "overflow") < 0)
