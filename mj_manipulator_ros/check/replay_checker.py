@@ -298,12 +298,11 @@ class PlanReplayChecker:
         if d.ncon == 0:
             return overflow, np.empty(0, int), np.empty(0), np.empty((0, 2), int)
         contact = d.contact
-        geoms = contact.geom
-        geoms = geoms[(geoms >= 0).all(axis=1)]   # (a flex contact has no geom pair)
+        pairs = (contact.geom >= 0).all(axis=1)   # (a flex contact has no geom pair)
+        geoms, dist = contact.geom[pairs], contact.dist[pairs]
         cat = self._pair_category[self.geom_owner[geoms[:, 0]], self.geom_owner[geoms[:, 1]]]
         bodies = self.model.geom_bodyid[geoms]
         keep = (cat >= 0) & ~self._allowed_mask[bodies[:, 0], bodies[:, 1]]
-        dist = contact.dist[(contact.geom >= 0).all(axis=1)]
         return overflow, cat[keep], dist[keep], geoms[keep]
 
     def _evaluate(self, poses: Mapping[str, np.ndarray] | np.ndarray) -> _State:
