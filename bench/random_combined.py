@@ -23,8 +23,6 @@ Usage: python bench/random_combined.py [--sequences 200] [--seed 1]   (prints JS
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import threading
 import time
@@ -33,8 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from random_sequences import (  # noqa: E402  (sets the DDS domain before rclpy loads)
-    Bench, Request, Sequence, actions_of, arm_moves, plan_of, problems, run_seeds, running,
-    tally, wait_for_plan_time, watch_standing)
+    Bench, Request, Sequence, actions_of, arm_moves, plan_of, problems, run_and_report,
+    running, wait_for_plan_time, watch_standing)
 
 import rclpy  # noqa: E402
 from action_msgs.msg import GoalStatus  # noqa: E402
@@ -290,23 +288,10 @@ def _result_problems(seq: Sequence, out: dict) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sequences", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    started = time.monotonic()
-    seqs, aborted, homes_failed = run_seeds(ActionBench, args.seed, args.sequences)
-    statuses, answers, bad = tally(seqs)
-    print(json.dumps({"sequences": len(seqs), "with_problems": len(bad), "problems": bad[:20],
-                      "statuses": statuses, "answers": dict(sorted(answers.items())),
-                      "max_standing_speed": round(max((s.max_standing_speed for s in seqs),
-                                                      default=0.0), 5),
-                      "homes_failed": homes_failed[:10], "aborted": aborted,
-                      "wall_s": round(time.monotonic() - started, 1),
-                      "conditions": "tiny pair, in-process simulator at 2x real time, sim time, "
-                                    "Fast DDS loopback, through the execution node's combined "
-                                    "action, services and speed topic"}, indent=1))
-    return 1 if bad or aborted else 0
+    return run_and_report(ActionBench, __doc__.split("\n\n")[0], 200,
+                          "tiny pair, in-process simulator at 2x real time, sim time, Fast DDS "
+                          "loopback, through the execution node's combined action, services "
+                          "and speed topic")
 
 
 if __name__ == "__main__":

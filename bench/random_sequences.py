@@ -342,31 +342,45 @@ def tally(seqs: list[Sequence]) -> tuple[dict, dict, list[dict]]:
                                for s in seqs if s.problems]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sequences", type=int, default=1000)
+def run_and_report(bench, description: str, default_sequences: int, conditions: str,
+                   extra=lambda seqs: {}) -> int:
+    """The command line of a random-sequence benchmark: ``--sequences`` and ``--seed``, the
+    seeds run on ``bench``, and one JSON summary (the figures every such benchmark reports, and
+    ``extra(seqs)``'s). Exit status 1 when a sequence had a problem or the run was aborted."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--sequences", type=int, default=default_sequences)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     started = time.monotonic()
-    seqs, aborted, homes_failed = run_seeds(Bench, args.seed, args.sequences)
+    seqs, aborted, homes_failed = run_seeds(bench, args.seed, args.sequences)
     statuses, answers, bad = tally(seqs)
-    from mj_manipulator_ros.core.arm_phase import TRANSITIONS
-    seen = set().union(*(s.arm_moves for s in seqs))
-    unseen = sorted(f"{a.value} -> {b.value}" for a, b in TRANSITIONS
-                    if (a.value, b.value) not in seen)
-    refusals = sorted({f"{r.action}: {r.answer}: {r.text}" for s in seqs for r in s.requests
-                       if isinstance(r.answer, str)})
     print(json.dumps({"sequences": len(seqs), "with_problems": len(bad), "problems": bad[:20],
-                      "statuses": statuses, "refusals": refusals[:20], "answers": dict(sorted(answers.items())),
-                      "max_standing_speed": round(max(s.max_standing_speed for s in seqs), 5),
-                      "arm_transitions_seen": len(seen & {(a.value, b.value) for a, b in TRANSITIONS}),
-                      "arm_transitions_in_table": len(TRANSITIONS),
-                      "arm_transitions_never_seen": unseen,
+                      "statuses": statuses, "answers": dict(sorted(answers.items())),
+                      "max_standing_speed": round(max((s.max_standing_speed for s in seqs),
+                                                      default=0.0), 5),
+                      **extra(seqs),
                       "homes_failed": homes_failed[:10], "aborted": aborted,
                       "wall_s": round(time.monotonic() - started, 1),
-                      "conditions": f"tiny pair, in-process simulator at {PACE:g}x real time, "
-                                    "sim time, Fast DDS loopback"}, indent=1))
+                      "conditions": conditions}, indent=1))
     return 1 if bad or aborted else 0
+
+
+def _transitions(seqs) -> dict:
+    """The arm table's transitions the sequences reached, and those they never did."""
+    from mj_manipulator_ros.core.arm_phase import TRANSITIONS
+    seen = set().union(*(s.arm_moves for s in seqs))
+    return {"refusals": sorted({f"{r.action}: {r.answer}: {r.text}" for s in seqs
+                                for r in s.requests if isinstance(r.answer, str)})[:20],
+            "arm_transitions_seen": len(seen & {(a.value, b.value) for a, b in TRANSITIONS}),
+            "arm_transitions_in_table": len(TRANSITIONS),
+            "arm_transitions_never_seen": sorted(f"{a.value} -> {b.value}" for a, b in TRANSITIONS
+                                                 if (a.value, b.value) not in seen)}
+
+
+def main() -> int:
+    return run_and_report(Bench, __doc__.split("\n\n")[0], 1000,
+                          f"tiny pair, in-process simulator at {PACE:g}x real time, sim time, "
+                          "Fast DDS loopback", _transitions)
 
 
 if __name__ == "__main__":
