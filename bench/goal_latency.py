@@ -48,8 +48,6 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 #: a joint farther than this from the plan's start has moved (rad)
 ONSET_RAD = 1e-3
-#: MoveIt's trajectory_execution_manager defaults
-MOVEIT_SCALING, MOVEIT_MARGIN_S = 1.2, 0.5
 
 
 def _config(folder: Path) -> Path:
@@ -89,7 +87,9 @@ def run(goals: int, names: list[str], cached: bool) -> dict:
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState
 
-    from mj_manipulator_ros.apps.demo import COMBINED_ACTION, combined_trajectory
+    # MoveIt's trajectory_execution_manager defaults, as the demo's client applies them
+    from mj_manipulator_ros.apps.demo import (COMBINED_ACTION, MOVEIT_MARGIN_S, MOVEIT_SCALING,
+                                              combined_trajectory)
 
     out: dict = {"conditions": (f"{os.cpu_count()} cores, simulator and execution node as "
                                 "processes, loopback DDS, system clock, real time; "
