@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "test"))
 PY = sys.executable
 
+from mj_manipulator_ros.core.report import ExecutionStatus  # noqa: E402
+
 
 def stats_ms(values) -> dict:
     import numpy as np
@@ -249,7 +251,9 @@ def start_skew(topo, runs: int) -> dict:
                                env=topo.env(), capture_output=True, text=True, timeout=120)
             doc = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
             late = doc.get("onset_lateness_s", {})
-            if doc.get("report", {}).get("status") != "succeeded" or len(late) != 2:
+            status = doc.get("report", {}).get("status")
+            if status is None or ExecutionStatus(status) is not ExecutionStatus.SUCCEEDED \
+                    or len(late) != 2:
                 failed += 1
                 continue
             skews.append(max(late.values()) - min(late.values()))

@@ -38,6 +38,7 @@ from mj_manipulator_ros.check.preflight import preflight_for  # noqa: E402
 from mj_manipulator_ros.core.errors import MjManipulatorError  # noqa: E402
 from mj_manipulator_ros.core.heap import freeze_startup  # noqa: E402
 from mj_manipulator_ros.core.plan_io import load_plan  # noqa: E402
+from mj_manipulator_ros.core.sync import FailureReason  # noqa: E402
 from mj_manipulator_ros.model.limits import load_config_with_model  # noqa: E402
 from mj_manipulator_ros.ros.context import RosContext  # noqa: E402
 from mj_manipulator_ros.ros.executor import MultiArmExecutor  # noqa: E402
@@ -59,6 +60,7 @@ def one_run(ex: MultiArmExecutor, plan, label: str) -> dict:
     outcome = report.status.value if f is None else f.reason.value
     print(f"{label}: {outcome} {json.dumps(times)}", file=sys.stderr)
     return {"outcome": outcome, "times_ms": times,
+            "late": f is not None and f.reason is FailureReason.LATE_ACCEPTANCE,
             "approached": ex.last_approach_report is not None}
 
 
@@ -72,7 +74,7 @@ def summary(rows: list[dict]) -> dict:
     reads = [t["read"] for r in rows for t in r["times_ms"].values() if t["read"] is not None]
     return {"runs": len(rows),
             "outcomes": dict(collections.Counter(r["outcome"] for r in rows)),
-            "late_acceptance": sum(r["outcome"] == "late_acceptance" for r in rows),
+            "late_acceptance": sum(r.get("late", False) for r in rows),
             "moved_back_to_the_start_first": sum(r["approached"] for r in rows),
             **{f"{name}_after_stamp_ms": stat(name) for _, name in TIMES},
             "min_margin_ms": round(-max(reads), 1) if reads else None,

@@ -35,6 +35,7 @@ import numpy as np
 
 from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.config import load_config
+from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.interpolation import remainder
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
@@ -42,7 +43,7 @@ from mj_manipulator_ros.core.motion_phase import MotionPhase
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.core.sync import CancelScope, PlanClock, StartStamp
 from mj_manipulator_ros.resources import config_file, share_dir
-from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
+from mj_manipulator_ros.sim.goal import GoalOutcome, GoalRequest, check_goal
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.sim_config import ArmSimSettings, sim_config
 
@@ -64,9 +65,10 @@ class DirectRun:
     @property
     def paused(self) -> bool:
         kind, ticket = self.tickets[-1] if self.tickets else (None, None)
-        return kind == "pause" and ticket.done.is_set() and ticket.outcome == "succeeded"
+        return (kind is GoalKind.PAUSE and ticket.done.is_set()
+                and ticket.outcome is GoalOutcome.SUCCEEDED)
 
-    def request_retime(self, trajectory, stamp: StartStamp, kind: str,
+    def request_retime(self, trajectory, stamp: StartStamp, kind: GoalKind,
                        departs_s: float | None = None) -> None:
         self.tickets.append((kind, self.rehearsal.submit(self.arm, trajectory,
                                                          stamp.seconds)))
@@ -180,8 +182,8 @@ class Rehearsal:
             self.speed.end()
             self._drain(runs)
             at_start = plan is not self.plan and all(
-                r.tickets[-1][0] in ("plan", "speed", "resume") and
-                r.tickets[-1][1].outcome == "succeeded" for r in runs.values())
+                r.tickets[-1][0] in (GoalKind.PLAN, GoalKind.SPEED, GoalKind.RESUME) and
+                r.tickets[-1][1].outcome is GoalOutcome.SUCCEEDED for r in runs.values())
         out.cycles = len(self.times)
         out.wall_s = round(time.perf_counter() - started, 1)
         self._measure()

@@ -276,6 +276,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     from mj_manipulator_ros.apps.demo import DemoError, run_demo, summary
     from mj_manipulator_ros.core.errors import MjManipulatorError
+    from mj_manipulator_ros.core.report import ExecutionStatus
 
     try:
         doc = run_demo(Path(args.config) if args.config else None,
@@ -289,7 +290,8 @@ def _demo(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     print(summary(doc))
     print(f"report written to {args.out}")
-    return EXIT_OK if doc["execution"]["status"] == "succeeded" else EXIT_FAILED
+    succeeded = ExecutionStatus(doc["execution"]["status"]) is ExecutionStatus.SUCCEEDED
+    return EXIT_OK if succeeded else EXIT_FAILED
 
 
 def _sim(args: argparse.Namespace) -> int:

@@ -6,7 +6,8 @@ independent ROS graphs in one process and tear each down completely.
 
 rclpy's default SIGINT handler shuts the context down immediately, which would destroy the
 action clients before the executor could cancel the arms. Contexts made here therefore install
-no signal handlers; the CLI handles Ctrl-C itself and cancels every arm first.
+no signal handlers; the CLI handles Ctrl-C itself and stops the arms first (the first Ctrl-C
+a controlled stop, a second a cancel).
 
 Uses only APIs common to Humble, Jazzy and Kilted (no ``with rclpy.init()``).
 """

@@ -17,7 +17,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 from mj_manipulator_ros.core.config import ArmConfig
 from mj_manipulator_ros.ros.conversion import duration_s, goal_tolerances, stamp_msg, time_ns
 from mj_manipulator_ros.sim.goal import (
-    PREEMPTED_MESSAGE, ControllerGoal, GoalRequest, GoalTicket, check_goal)
+    PREEMPTED_MESSAGE, ControllerGoal, GoalOutcome, GoalRequest, GoalTicket, check_goal)
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig
 from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S, release_request
@@ -185,9 +185,9 @@ class SimArmServer:
     def _end(self, goal_handle, ticket: GoalTicket) -> Result:
         """The goal's final state and result, from its ticket."""
         result = Result(error_code=ticket.error_code, error_string=ticket.error_string)
-        if ticket.outcome == "succeeded":
+        if ticket.outcome is GoalOutcome.SUCCEEDED:
             goal_handle.succeed()
-        elif ticket.outcome == "canceled":
+        elif ticket.outcome is GoalOutcome.CANCELED:
             _wait_until(lambda: goal_handle.is_cancel_requested, 1.0)
             goal_handle.canceled()
         else:

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from mj_manipulator_ros.core.phase_table import WordEnum
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.tolerances import (
     GoalTolerances, JointTolerance, ToleranceDefaults, Tolerances, effective)
@@ -67,6 +68,14 @@ class Feedback:
     actual_velocity: np.ndarray
 
 
+class GoalOutcome(WordEnum):
+    """How a simulated controller's goal ended (the action's terminal state)."""
+
+    SUCCEEDED = "succeeded"
+    ABORTED = "aborted"
+    CANCELED = "canceled"
+
+
 @dataclass
 class GoalTicket:
     """Shared between the action thread (waits, reads) and the physics thread (updates).
@@ -83,7 +92,7 @@ class GoalTicket:
     result_sent: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancel_requested: bool = False
-    outcome: Optional[str] = None      # "succeeded" | "aborted" | "canceled"
+    outcome: Optional[GoalOutcome] = None   # None until the goal ends
     error_code: int = SUCCESSFUL
     error_string: str = ""
     #: ``[desired | desired velocity | desired acceleration | actual | actual velocity | time |

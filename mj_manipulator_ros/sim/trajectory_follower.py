@@ -37,7 +37,7 @@ from mj_manipulator_ros.core.interpolation import (
     Interpolation, Spline, interpolation_of, segment_coefficients)
 from mj_manipulator_ros.sim.goal import (
     GOAL_TOLERANCE_VIOLATED, INVALID_GOAL, PATH_TOLERANCE_VIOLATED, PREEMPTED_MESSAGE, SUCCESSFUL,
-    ControllerGoal, GoalTicket)
+    ControllerGoal, GoalOutcome, GoalTicket)
 from mj_manipulator_ros.sim.sim_config import ArmFaults
 
 try:
@@ -134,7 +134,7 @@ class TrajectoryFollower:
         ticket = GoalTicket(goal)
         with self._lock:
             if self._pending is not None:  # never picked up: preempted before it started
-                self._finish(self._pending, "aborted", INVALID_GOAL, PREEMPTED_MESSAGE)
+                self._finish(self._pending, GoalOutcome.ABORTED, INVALID_GOAL, PREEMPTED_MESSAGE)
             self._pending = ticket
             if self._kernel is not None:
                 self._kernel.dirty = 1
@@ -169,14 +169,14 @@ class TrajectoryFollower:
             pending, self._pending = self._pending, None
         if pending is not None:
             if self._active is not None:
-                self._finish(self._active, "aborted", INVALID_GOAL, PREEMPTED_MESSAGE)
+                self._finish(self._active, GoalOutcome.ABORTED, INVALID_GOAL, PREEMPTED_MESSAGE)
             self._activate(pending, now, q, qd)
         t = self._active
         if t is None:
             return self._hold
         if t.cancel_requested:
             self._hold = q.copy()
-            self._finish(t, "canceled", SUCCESSFUL, "")
+            self._finish(t, GoalOutcome.CANCELED, SUCCESSFUL, "")
             return self._hold
         goal = t.goal
         traj = goal.trajectory
@@ -193,7 +193,7 @@ class TrajectoryFollower:
 
         if self.faults.abort_after_s is not None and now >= self._start + self.faults.abort_after_s:
             self._hold = q.copy()
-            self._finish(t, "aborted", PATH_TOLERANCE_VIOLATED,
+            self._finish(t, GoalOutcome.ABORTED, PATH_TOLERANCE_VIOLATED,
                          f"injected fault: abort {self.faults.abort_after_s} s after the start")
             return self._hold
         tol = goal.tolerances
@@ -203,7 +203,7 @@ class TrajectoryFollower:
                           self._violation(qd - ref[1], tol.path_velocity, "velocity"))
             if bad:
                 self._hold = q.copy()
-                self._finish(t, "aborted", PATH_TOLERANCE_VIOLATED, f"path tolerance violated: {bad}")
+                self._finish(t, GoalOutcome.ABORTED, PATH_TOLERANCE_VIOLATED, f"path tolerance violated: {bad}")
                 return self._hold
         if now >= end and not self.faults.stall:
             final = traj.positions[-1]
@@ -211,11 +211,11 @@ class TrajectoryFollower:
             bad = bad or self._violation(qd, tol.goal_velocity, "velocity")
             if not bad:
                 self._hold = final.copy()
-                self._finish(t, "succeeded", SUCCESSFUL, "")
+                self._finish(t, GoalOutcome.SUCCEEDED, SUCCESSFUL, "")
                 return self._hold
             if now > end + tol.goal_time:
                 self._hold = q.copy()
-                self._finish(t, "aborted", GOAL_TOLERANCE_VIOLATED,
+                self._finish(t, GoalOutcome.ABORTED, GOAL_TOLERANCE_VIOLATED,
                              f"goal tolerance violated {tol.goal_time} s after the end: {bad}")
                 return self._hold
             return traj.positions[-1]
@@ -228,10 +228,10 @@ class TrajectoryFollower:
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is not None:
-            self._finish(pending, "aborted", PATH_TOLERANCE_VIOLATED, text)
+            self._finish(pending, GoalOutcome.ABORTED, PATH_TOLERANCE_VIOLATED, text)
         if self._active is not None:
             self._hold = np.array(q, dtype=float)
-            self._finish(self._active, "aborted", PATH_TOLERANCE_VIOLATED, text)
+            self._finish(self._active, GoalOutcome.ABORTED, PATH_TOLERANCE_VIOLATED, text)
         self._sync_kernel()
 
     def _activate(self, ticket: GoalTicket, now: float, q: np.ndarray, qd: np.ndarray) -> None:
@@ -281,7 +281,7 @@ class TrajectoryFollower:
         k = int(over[0])
         return f"joint {self.joint_names[k]}: {what} error {error[k]:.4g} exceeds {tol[k]:.4g}"
 
-    def _finish(self, ticket: GoalTicket, outcome: str, code: int, text: str) -> None:
+    def _finish(self, ticket: GoalTicket, outcome: GoalOutcome, code: int, text: str) -> None:
         with ticket.lock:
             actual = ticket.actual
             if actual is not None and ticket.goal.trajectory.positions.size:
