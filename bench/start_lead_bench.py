@@ -4,8 +4,9 @@ The simulated OpenArm pair (``config/sim_openarm.yaml``) runs as its own process
 this process runs the executor (as ``execute`` does: start-up objects frozen,
 ``core/heap.py``). The wave plan is executed ``--idle-runs`` times on the idle machine (the
 baseline, same session), then ``--runs`` times beside ``--busy`` busy loops
-(``python3 -c 'while True: pass'``, killed at the end), at the configured lead
-(``start_lead_s``, 0.25 s).
+(``python3 -c 'while True: pass'``, killed at the end), one executor for all: its first
+goal gets ``start_lead_s`` (0.25 s), every later one the measured need
+(``core/start_lead.py``), measured before the load and then beside it.
 
 Per phase: runs, how each ended (first failure reasons counted), ``late_acceptance`` count,
 how many runs first moved the arms back to the plan's start (``execute(approach=True)``: a run
@@ -60,6 +61,7 @@ def one_run(ex: MultiArmExecutor, plan, label: str) -> dict:
     outcome = report.status.value if f is None else f.reason.value
     print(f"{label}: {outcome} {json.dumps(times)}", file=sys.stderr)
     return {"outcome": outcome, "times_ms": times,
+            "lead_ms": None if report.start_lead_s is None else round(1e3 * report.start_lead_s, 1),
             "late": f is not None and f.reason is FailureReason.LATE_ACCEPTANCE,
             "approached": ex.last_approach_report is not None}
 
@@ -72,7 +74,10 @@ def summary(rows: list[dict]) -> dict:
     latency = [t["read"] - t["sent"] for r in rows for t in r["times_ms"].values()
                if t["read"] is not None and t["sent"] is not None]
     reads = [t["read"] for r in rows for t in r["times_ms"].values() if t["read"] is not None]
+    leads = [r["lead_ms"] for r in rows if r.get("lead_ms") is not None]
     return {"runs": len(rows),
+            "lead_ms": {"median": float(np.median(leads)), "min": min(leads),
+                        "max": max(leads)} if leads else None,
             "outcomes": dict(collections.Counter(r["outcome"] for r in rows)),
             "late_acceptance": sum(r.get("late", False) for r in rows),
             "moved_back_to_the_start_first": sum(r["approached"] for r in rows),

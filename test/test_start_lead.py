@@ -1,6 +1,7 @@
-"""The start lead is the configured one, loaded machine or not: a controller that takes its
-goal later than the lead after it was sent fails ``late_acceptance`` by name, and a healthy
-one beside the same load does not (docs/executor.md, step 3)."""
+"""The start lead is never widened by the load: a controller that takes its goal later than the
+lead after it was sent fails ``late_acceptance`` by name, and a healthy one beside the same
+load does not (docs/executor.md, step 3). Each run here is its executor's first goal, so its
+lead is ``start_lead_s`` (nothing measured yet; the measured lead: test_measured_lead.py)."""
 
 from __future__ import annotations
 

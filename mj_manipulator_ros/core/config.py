@@ -107,8 +107,14 @@ class ExecutionSettings:
     descriptions (:mod:`mj_manipulator_ros.core.overrides`)."""
 
     start_lead_s: float = field(default=0.25, metadata={
-        "doc": "start stamp = now + lead, on the controllers' clock", "min": 0.0,
+        "doc": "start stamp = now + lead, on the controllers' clock; the lead is the measured "
+               "need (core/start_lead.py: 2 x the slowest arm's probe round trip plus its goals' "
+               "cost beyond one), at most this; this when nothing is measured yet (an arm's "
+               "first goal in the process) or no probe answered", "min": 0.0,
         "override": "--lead"})
+    start_lead_floor_s: float = field(default=0.06, metadata={
+        "doc": "the measured start lead is at least this (start_lead_s wins when smaller; set "
+               "it to start_lead_s for a fixed lead)", "min": 0.0})
     server_wait_s: float = field(default=5.0, metadata={
         "doc": "wait for every arm's action server (all arms in parallel)", "min": 0.0})
     discovery_settle_s: float = field(default=0.5, metadata={

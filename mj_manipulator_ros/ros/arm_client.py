@@ -31,6 +31,7 @@ and the liveness watch.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 import uuid
@@ -52,6 +53,7 @@ from mj_manipulator_ros.core.goal_handover import HandoverJump, handover_jump
 from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.plan import ArmTrajectory
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus, StopKind
+from mj_manipulator_ros.core.start_lead import Acceptance, AcceptanceHistory
 from mj_manipulator_ros.core.sync import CancelScope, Failure, FailureReason, StartGate, StartStamp
 from mj_manipulator_ros.core.tolerances import GoalTolerances
 from mj_manipulator_ros.ros.conversion import fill_tolerances, time_msg, time_ns, trajectory_msg
@@ -70,6 +72,9 @@ WALL_BACKSTOP_S = 10.0
 #: How many ready callbacks :meth:`ArmChannel.read_delivered` serves, at most (each
 #: ``spin_once(0)`` serves one; a result, a cancel answer and a few feedback messages).
 DELIVERED_SPINS = 8
+
+#: the start lead's probe (``core/start_lead.py``) waits at least this long (s, wall)
+PROBE_WAIT_MIN_S = 0.05
 
 FeedbackHook = Callable[[str, FollowJointTrajectory.Feedback], None]
 
@@ -92,6 +97,8 @@ class ArmChannel:
         #: monotonic time the server was (re)discovered; reset when it leaves the graph, so a
         #: restarted server gets discovery_settle_s again
         self.discovered_at: float | None = None
+        #: this arm's recent plan goals, sending to taking (``core/start_lead.py``)
+        self.acceptances = AcceptanceHistory()
         self._discovery_lock = threading.Lock()
         #: monotonic time this arm's thread last began to wait for what comes (a result read
         #: now may have arrived any time since: the thread may have been kept off the CPU)
@@ -238,6 +245,12 @@ class ArmRun:
     #: a goal sent and never answered (what it was, said): it may be running, whatever else
     #: this arm's goals said; None when every goal sent was answered
     _unanswered: Optional[str] = None
+    #: the probe's round trip just before the gate (s, controllers' clock; inf: no answer) and
+    #: what this arm's goal needs to be taken (``core/start_lead.py``; None: not measured)
+    probe_s: float = math.inf
+    lead_need: Optional[float] = None
+    #: the start stamp's lead (s), set by the run before it opens the gate
+    lead_s: float = math.nan
 
     def __post_init__(self) -> None:
         arm = self.channel.arm
@@ -360,6 +373,10 @@ class ArmRun:
         # objects: tens of ms on a loaded machine, which would come out of the start lead);
         # only its stamp is set once the gate opens
         goal = self._goal(self.trajectory, None)
+        self.probe_s = self._probe_round_trip()
+        if self.scope.canceled:
+            return
+        self.lead_need = ch.acceptances.need(len(self.trajectory.times), self.probe_s)
         self._enter(ArmPhase.AT_GATE, "the action server is there")
         self.gate.arrive(self.name)
         stamp = self.gate.wait_open(timeout=gate_wait_s(s))
@@ -391,13 +408,16 @@ class ArmRun:
         self._set(accepted_at=read, status=ArmStatus.UNCONFIRMED_STOP,
                   taken_at=taken_stamp(taken_ns * 1e-9 if taken_ns else None,
                                        self.out.goal_sent_at, read, s.max_clock_offset_s))
+        ch.acceptances.add(Acceptance(len(self.trajectory.times), self.probe_s,
+                                      (read if self.out.taken_at is None else self.out.taken_at)
+                                      - self.out.goal_sent_at))
         if self.phase is ArmPhase.STOPPING:
             return   # canceled while the goal was in flight: run() cancels it
         if acceptance_lateness(stamp.seconds, self.out.taken_at, read) > 0 \
                 and not s.allow_late_acceptance:
             self._fail(FailureReason.LATE_ACCEPTANCE, late_acceptance_text(
                 stamp.seconds, self.out.goal_sent_at, taken_ns * 1e-9 if taken_ns else None,
-                self.out.accepted_at, s.start_lead_s, s.max_clock_offset_s))
+                self.out.accepted_at, self.lead_s, s.max_clock_offset_s, s.start_lead_s))
         result_future = self._result_future = handle.get_result_async()
         self._await_result(result_future, stamp.seconds)
 
@@ -566,6 +586,16 @@ class ArmRun:
                 return None
         return send_future.result()
 
+    def _probe_round_trip(self) -> float:
+        """One probe's round trip to the action server, s on the controllers' clock (bounded
+        by ``start_lead_s`` of wall time, at least PROBE_WAIT_MIN_S; inf: not answered)."""
+        ch = self.channel
+        sent = self.now()
+        future = self._send_probe()
+        ch.spin_until(lambda: future.done() or self.scope.canceled,
+                      time.monotonic() + max(self.settings.start_lead_s, PROBE_WAIT_MIN_S))
+        return self.now() - sent if future.done() else math.inf
+
     def _send_probe(self):
         """A CancelGoal request for a goal id that does not exist: cancels nothing; an answer
         proves the action server alive."""
@@ -694,14 +724,16 @@ def acceptance_lateness(stamp_s: float, taken_s: Optional[float], read_s: float)
 
 
 def late_acceptance_text(stamp_s: float, sent_s: float, taken_s: Optional[float],
-                         read_s: float, lead_s: float, max_offset_s: float) -> str:
+                         read_s: float, lead_s: float, max_offset_s: float,
+                         ceiling_s: Optional[float] = None) -> str:
     """Why a goal's acceptance came after its start stamp, from the times the executor knows
     (s on the controllers' clock): the stamp, when the goal was sent, when the controller took
     it (the acceptance's own stamp, on the controller's clock; None: not given) and when its
     answer was read here. Says when the controller took it (after the stamp: a goal taken in
     time is not late, :func:`acceptance_lateness`), or that it did not say, or said it on
     another clock (:func:`taken_stamp`: said and not used); the late reading here is then all
-    that is known."""
+    that is known. ``lead_s`` below ``ceiling_s`` (``start_lead_s``) was a measured lead
+    (``core/start_lead.py``): the text says which setting to raise."""
     def ms(t: float) -> str:   # relative to the stamp
         return f"{(t - stamp_s) * 1e3:+.1f} ms"
     text = (f"goal accepted {(read_s - stamp_s) * 1e3:.1f} ms after the start stamp (sent at "
@@ -714,8 +746,14 @@ def late_acceptance_text(stamp_s: float, sent_s: float, taken_s: Optional[float]
     else:   # (taken in time is not late: :func:`acceptance_lateness`)
         text += (f"taken by the controller at {ms(taken_s)} on its clock: the controller took it "
                  "late (busy, or the goal reached it late)")
-    return (text + f", read here at {ms(read_s)}); the arms would not start together (raise "
-            f"execution.start_lead_s above {lead_s} s)")
+    if ceiling_s is not None and lead_s < ceiling_s:
+        raise_it = (f"the lead, {lead_s:.3f} s, was measured from the arms' recent goals: raise "
+                    f"execution.start_lead_floor_s above it, up to execution.start_lead_s, "
+                    f"{ceiling_s} s")
+    else:
+        raise_it = f"raise execution.start_lead_s above {lead_s} s"
+    return (text + f", read here at {ms(read_s)}); the arms would not start together "
+            f"({raise_it})")
 
 
 def late_handover_text(kind: GoalKind, departs_s: float, sent_s: float, taken_s: Optional[float],

@@ -34,6 +34,7 @@ from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.core.report import ArmReport, ArmStatus, ExecutionReport
 from mj_manipulator_ros.core.run_outcome import overall_status, stop_requests, with_stop_figures
+from mj_manipulator_ros.core.start_lead import start_lead
 from mj_manipulator_ros.core.stop_meter import StopMeter
 from mj_manipulator_ros.core.stop_policy import controlled_stop_for, peers_stop_controlled
 from mj_manipulator_ros.core.sync import (
@@ -116,8 +117,10 @@ class ExecutionRun:
         scope.on_cancel(lambda: self.meter.start(parts.now()))
         #: built before the stamp (sampling the plan is off the joint states' path)
         self.watch = ExecutionWatch(plan, 0.0, parts.config)
-        #: the start stamp, once the gate opened (None before, and when it never did)
+        #: the start stamp, once the gate opened (None before, and when it never did), and its
+        #: lead (s: the measured need, ``core/start_lead.py``)
         self.stamp: StartStamp | None = None
+        self.lead_s: float = s.start_lead_s
         #: the watch's verdicts withdrawn because a controller's result, delivered before the
         #: joint states they were read on, ended the arm's goal first
         self.withdrawn_violations: list[Violation] = []
@@ -210,15 +213,16 @@ class ExecutionRun:
             overall_status(reports, failure), None if self.stamp is None else self.stamp.seconds,
             failure, reports, self.parts.checked, stops=tuple(speed.stops),
             not_checked=self.parts.not_checked,
-            start_lead_s=None if self.stamp is None else self.settings.start_lead_s,
+            start_lead_s=None if self.stamp is None else self.lead_s,
             phase_times={} if self.log is None else self.log.durations(time.monotonic()),
             speed_changes_dropped=tuple(speed.dropped))
 
     # -- the stamp -------------------------------------------------------------------------
 
     def _open_gate(self) -> StartStamp | None:
-        """When every arm has arrived at the gate: one stamp (now + start lead), the watch
-        started on it, the speed begun, the gate opened. None when nothing may be sent."""
+        """When every arm has arrived at the gate: one stamp (now + start lead: the arms'
+        measured need, ``core/start_lead.py``), the watch started on it, the speed begun, the
+        gate opened. None when nothing may be sent."""
         scope, s = self.scope, self.settings
         wait = gate_wait_s(s)
         if not self.gate.wait_all_arrived(timeout=wait):
@@ -240,7 +244,11 @@ class ExecutionRun:
             scope.fail(Failure(None, FailureReason.CLOCK_UNAVAILABLE, None,
                                "use_sim_time is set but no /clock message has arrived"))
             return None
-        stamp = StartStamp.after(now_ns, s.start_lead_s)
+        self.lead_s = start_lead({a: r.lead_need for a, r in self.arms.items()},
+                                 s.start_lead_floor_s, s.start_lead_s)
+        for run in self.arms.values():
+            run.lead_s = self.lead_s
+        stamp = StartStamp.after(now_ns, self.lead_s)
         self.stamp = stamp
         self._start_watch(stamp)
         self.gate.open(stamp)
