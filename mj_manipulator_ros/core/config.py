@@ -118,9 +118,11 @@ class ExecutionSettings:
     server_wait_s: float = field(default=5.0, metadata={
         "doc": "wait for every arm's action server (all arms in parallel)", "min": 0.0})
     discovery_settle_s: float = field(default=0.5, metadata={
-        "doc": "after an arm's action server is first discovered, wait this long before the "
-               "first goal (DDS matches the goal endpoints after the server appears; without it "
-               "the first goal to a freshly started controller was accepted ~400 ms late)",
+        "doc": "after an arm's action server is first discovered, wait until it answers a "
+               "probe (a CancelGoal for an unknown goal: its endpoints matched both ways), at "
+               "most this long, before the first goal (DDS matches the endpoints after the "
+               "server appears; without a wait the first goal to a freshly started controller "
+               "was accepted ~400 ms late)",
         "min": 0.0})
     accept_wait_s: float = field(default=2.0, metadata={
         "doc": "wait for each goal to be accepted or rejected", "min": 0.0})

@@ -75,6 +75,8 @@ DELIVERED_SPINS = 8
 
 #: the start lead's probe (``core/start_lead.py``) waits at least this long (s, wall)
 PROBE_WAIT_MIN_S = 0.05
+#: after a server's discovery, a probe not answered within this long (s, wall) is sent again
+SETTLE_PROBE_S = 0.05
 
 FeedbackHook = Callable[[str, FollowJointTrajectory.Feedback], None]
 
@@ -97,6 +99,9 @@ class ArmChannel:
         #: monotonic time the server was (re)discovered; reset when it leaves the graph, so a
         #: restarted server gets discovery_settle_s again
         self.discovered_at: float | None = None
+        #: the discovery time whose server has answered a probe since (its services matched
+        #: both ways): its goals need no further settling; None: not yet
+        self.settled_for: float | None = None
         #: this arm's recent plan goals, sending to taking (``core/start_lead.py``)
         self.acceptances = AcceptanceHistory()
         self._discovery_lock = threading.Lock()
@@ -180,7 +185,7 @@ class ArmChannel:
         with self._discovery_lock:   # (the discovery watch writes it from another thread)
             ready = self.client.server_is_ready()
             if not ready:
-                self.discovered_at = None
+                self.discovered_at = self.settled_for = None
             return ready
 
     def close(self) -> None:
@@ -365,8 +370,7 @@ class ArmRun:
                                    f"{s.server_wait_s} s")
             self._fail(FailureReason.SERVER_UNAVAILABLE, self.out.error_string)
             return
-        settle_until = ch.discovery_time() + s.discovery_settle_s
-        ch.spin_until(lambda: self.scope.canceled or time.monotonic() >= settle_until, settle_until)
+        self._settle()
         if self.scope.canceled:
             return
         # the goal message is built before the gate (a 1,401-point plan is ~1,400 Python
@@ -585,6 +589,25 @@ class ArmRun:
                           error_string=_joined(self.out.error_string, self._unanswered))
                 return None
         return send_future.result()
+
+    def _settle(self) -> None:
+        """After the server's discovery, until it answers a probe (a request and its answer
+        through one of its services: DDS has matched its endpoints both ways, which the graph
+        showing the server does not say), at most ``discovery_settle_s`` from the discovery; a
+        probe unanswered after SETTLE_PROBE_S is sent again (a request sent before the match
+        is not delivered). Once answered, later goals to the same discovery do not wait."""
+        ch = self.channel
+        discovered = ch.discovery_time()
+        if ch.settled_for == discovered:
+            return
+        until = discovered + self.settings.discovery_settle_s
+        while not self.scope.canceled and time.monotonic() < until:
+            future = self._send_probe()
+            ch.spin_until(lambda: future.done() or self.scope.canceled,
+                          min(until, time.monotonic() + SETTLE_PROBE_S))
+            if future.done():
+                ch.settled_for = discovered
+                return
 
     def _probe_round_trip(self) -> float:
         """One probe's round trip to the action server, s on the controllers' clock (bounded
