@@ -57,12 +57,9 @@ def test_the_lead_is_the_factor_times_the_slowest_arm_within_floor_and_ceiling()
 
 
 def _runs(executor: MultiArmExecutor, n: int) -> list:
-    out = []
-    for k in range(n):
-        side = 0.0 if k % 2 == 0 else 0.2   # the first from where the arms start: no approach
-        out.append(executor.execute(plan_from({"left": [side, 0.0], "right": [side, 0.0]}, 0.6),
-                                    approach=True))
-    return out
+    """``n`` out-and-back plans (0.6 s) from where the arms start and end."""
+    return [executor.execute(plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}, 0.6))
+            for _ in range(n)]
 
 
 def _taken(r) -> float:
