@@ -163,6 +163,12 @@ def run(goals: int, names: list[str], cached: bool) -> dict:
                         plan.duration * MOVEIT_SCALING + MOVEIT_MARGIN_S, 3),
                     "goals": goals, "rejected": len(rows) - len(ok),
                     "would_time_out": sum(r["slack"] < 0 for r in ok), **summary,
+                    # the first goal after the node's start has nothing measured yet (its start
+                    # lead is start_lead_s: core/start_lead.py); the later ones, apart
+                    "later_goals": {k: _stats([r[k] for r in ok[1:] if r[k] is not None])
+                                    for k in ("accepted_after", "start_seen_after")},
+                    "start_seen_each": [None if r["start_seen_after"] is None
+                                        else round(r["start_seen_after"], 3) for r in ok],
                     "parts_median_s": {p: round(float(np.median([r["parts"][p] for r in ok
                                                                   if p in r["parts"]])), 3)
                                        for p in (ok[0]["parts"] if ok else {})},
