@@ -39,7 +39,7 @@ from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.interpolation import remainder
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import load_plan
-from mj_manipulator_ros.core.motion_phase import MotionPhase
+from mj_manipulator_ros.core.execution_phase import MotionPhase
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.core.sync import CancelScope, PlanClock, StartStamp
 from mj_manipulator_ros.resources import config_file, share_dir

@@ -214,7 +214,7 @@ def _pause_on_ctrl_z(made: list, pending: list):
     import signal
     import threading
 
-    from mj_manipulator_ros.core.motion_phase import MotionPhase
+    from mj_manipulator_ros.core.execution_phase import MotionPhase
 
     if not hasattr(signal, "SIGTSTP") or threading.current_thread() is not threading.main_thread():
         yield

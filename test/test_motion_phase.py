@@ -1,4 +1,4 @@
-"""The motion's phases (core/motion_phase.py): one table of legal transitions, enforced; an
+"""The motion's phases (core/execution_phase.py, its second table): one table of legal transitions, enforced; an
 illegal transition is a named error, never a silent ignore."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mj_manipulator_ros.core.errors import IllegalTransitionError
-from mj_manipulator_ros.core.motion_phase import TRANSITIONS, MotionPhase, transition
+from mj_manipulator_ros.core.execution_phase import MOTION_TRANSITIONS as TRANSITIONS, MotionPhase, motion_transition as transition
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from tiny_arm import tiny_config

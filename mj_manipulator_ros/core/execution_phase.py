@@ -1,6 +1,8 @@
-"""Where one execution is (``MultiArmExecutor.execute``, from its call to its report), the one
-table of its legal transitions, and the log of the phases it went through with their times.
-Only the thread that called ``execute`` changes it; any thread may read it.
+"""Every state one execution can be in (``MultiArmExecutor.execute``, from its call to its
+report): its phases and the one table of their legal transitions, the motion's phases while it
+runs and theirs, and the log of the phases it went through with their times. Only the thread
+that called ``execute`` changes the execution's phase; any thread may read it. (An arm's part:
+``core/arm_phase.py``.)
 
 ==============  ==============  ==================================================================
 from            to              cause
@@ -20,7 +22,7 @@ start_check     held            a pause asked during the checks: hold, then chec
 start_check     stamping        checked (and the bag's room, when recording): the arms' threads
                                 discover their servers and meet at the gate; the stamp is made
 stamping        running         the stamp is made and the goals sent: the motion's own phases
-                                are ``core/motion_phase.py``
+                                are the second table below
 running         observing       every arm's thread ended (or their wait did): the stops are
                                 measured to rest
 idle            done            refused at once: the executor is closed, or an arm thread of an
@@ -38,7 +40,33 @@ observing       done            the report is made
 
 ``running`` never ends directly: a run that ran is observed.
 
-Any other transition raises :class:`IllegalTransitionError`.
+**While running: the motion's phases** (:class:`MotionPhase`, owned by
+:class:`core.plan_speed.PlanSpeed`; any thread may ask for these, each under its lock):
+
+==========  ==========  ============================================================================
+from        to          cause (thread)
+==========  ==========  ============================================================================
+idle        running     the start stamp is made: ``execute`` (the caller's thread)
+running     paused      ``pause``, ``set_speed(0)``, a pause asked before the start, applied at the
+                        stamp (any thread: the operator, SIGTSTP, the execution node's service)
+running     stopping    ``stop`` (any thread: the operator, Ctrl-C, the combined server's cancel,
+                        the watch's failure policy on the clock node's spinner); a pause whose
+                        ramp reaches the plan's end
+paused      running     ``resume``, ``set_speed(f)`` while paused, after the arms and clocks are
+                        checked again (any thread)
+paused      stopping    ``stop`` while paused (any thread)
+running     idle        the execution ended: ``execute`` returns (the caller's thread)
+paused      idle        (the same; ``max_pause_s`` ends a pause through the arms' threads)
+stopping    idle        (the same)
+==========  ==========  ============================================================================
+
+The motion is ``idle`` in every execution phase but ``running`` and ``observing`` (a pause asked
+before the start is the execution's ``held``). Requests that do not apply in a motion phase (a
+stop while stopping, a resume while running) are answered False by ``PlanSpeed`` before any
+transition is asked for.
+
+Any other transition of either table raises :class:`IllegalTransitionError`: never a silent
+ignore.
 """
 
 from __future__ import annotations
@@ -91,6 +119,39 @@ TRANSITIONS: Mapping[tuple[ExecutionPhase, ExecutionPhase], str] = {
     (_E.STAMPING, _E.DONE): "the gate did not open: nothing sent",
     (_E.OBSERVING, _E.DONE): "the report is made",
 }
+
+
+class MotionPhase(WordEnum):
+    """Where a stamped plan's motion is (the second table of the module docstring)."""
+
+    IDLE = "idle"            # no execution stamped: before the start stamp, after the end
+    RUNNING = "running"      # the plan runs at the asked speed (a speed change's ramp included)
+    PAUSED = "paused"        # ramping to rest on the plan, or at rest there, until resumed
+    STOPPING = "stopping"    # a controlled stop ramping every arm to rest: it ends ``stopped``
+
+
+_MI, _MR, _MP, _MS = MotionPhase.IDLE, MotionPhase.RUNNING, MotionPhase.PAUSED, MotionPhase.STOPPING
+
+#: (from, to) -> what causes it (the motion's table of the module docstring)
+MOTION_TRANSITIONS: Mapping[tuple[MotionPhase, MotionPhase], str] = {
+    (_MI, _MR): "the start stamp",
+    (_MR, _MP): "pause",
+    (_MR, _MS): "controlled stop",
+    (_MP, _MR): "resume",
+    (_MP, _MS): "stop while paused",
+    (_MR, _MI): "execution ended",
+    (_MP, _MI): "execution ended",
+    (_MS, _MI): "execution ended",
+}
+
+
+def motion_transition(current: MotionPhase, wanted: MotionPhase, cause: str) -> MotionPhase:
+    """``wanted`` when the motion's table has ``current -> wanted``.
+
+    Raises:
+        IllegalTransitionError: it does not (the message lists what ``current`` allows).
+    """
+    return move(MOTION_TRANSITIONS, current, wanted, cause, "motion phase")
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""What the tables of states share (``motion_phase``, ``arm_phase``, ``execution_phase``,
+"""What the tables of states share (``execution_phase`` with its motion, ``arm_phase``,
 ``goal_kind``): an enum whose members read as their words, and one rule for a move through a
 table of legal transitions."""
 

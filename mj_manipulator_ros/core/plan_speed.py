@@ -35,7 +35,7 @@ from mj_manipulator_ros.core.errors import RampLimitError
 from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.joint_path import joint_travel
-from mj_manipulator_ros.core.motion_phase import MotionPhase, transition
+from mj_manipulator_ros.core.execution_phase import MotionPhase, motion_transition
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import StopRecord
 from mj_manipulator_ros.core.sync import StartStamp
@@ -80,7 +80,7 @@ class PlanSpeed:
         self._deferred: Optional[float] = None
         self._factor = 1.0                        # the speed asked for (resume returns to it)
         self._goal_from = 0.0                     # where the latest change's goals begin (s)
-        self._phase = MotionPhase.IDLE            # core/motion_phase.py: its transitions
+        self._phase = MotionPhase.IDLE            # core/execution_phase.py: its transitions
         self.stops: list[StopRecord] = []
         #: speed changes answered "deferred" (asked before the latest stamp) that could not be
         #: applied when their time came, each with why (the run's, reset at its start)
@@ -94,12 +94,12 @@ class PlanSpeed:
 
     @property
     def state(self) -> MotionPhase:
-        """The motion's phase (``core/motion_phase.py``)."""
+        """The motion's phase (``core/execution_phase.py``, its second table)."""
         return self._phase
 
     def _enter(self, phase: MotionPhase, cause: str) -> None:
         """Move to ``phase`` by the table (the lock held); an illegal one raises."""
-        self._phase = transition(self._phase, phase, cause)
+        self._phase = motion_transition(self._phase, phase, cause)
 
     # ---- the executor's bookkeeping -----------------------------------------------------------
     def begin(self, plan: MultiArmPlan, runs, clock, scope, stamp_s: float) -> None:

@@ -42,8 +42,7 @@ from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import (
     ExecutionRefusedError, MjManipulatorError, RampLimitError, StartStateError)
-from mj_manipulator_ros.core.execution_phase import ExecutionPhase, PhaseLog
-from mj_manipulator_ros.core.motion_phase import MotionPhase
+from mj_manipulator_ros.core.execution_phase import ExecutionPhase, MotionPhase, PhaseLog
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
 from mj_manipulator_ros.core.report import ExecutionReport
