@@ -7,7 +7,7 @@
 set -uo pipefail
 PY="$1"; shift
 N=$(nproc)
-WORKERS="${WORKERS:-$(( N > 4 ? 4 : N ))}"   # as many as the cores, at most 4 (see Makefile)
+WORKERS="${WORKERS:-$(( N + 1 > 4 ? 4 : N + 1 ))}"   # one more than the cores, at most 4 (Makefile)
 if [ "$WORKERS" = 0 ]; then
   exec "$PY" -m pytest "$@"
 fi
