@@ -225,8 +225,12 @@ class ArmRun:
     #: handled (its peers stop along the plan), False: the scope fails (every arm canceled)
     on_goal_failed: Optional[Callable[[Failure], bool]] = None
 
-    #: what happened so far (a frozen value, replaced as events arrive)
+    #: what happened so far (a frozen value, replaced as events arrive). Its ``status`` says
+    #: only how this arm's latest goal *ended* (written when the ending is read, or said
+    #: unconfirmed); while a goal runs, :meth:`report` says what an ending now would be
     out: ArmReport = field(default_factory=lambda: ArmReport(ArmStatus.NOT_SENT))
+    #: a goal of this arm was accepted and its ending is not known yet (it may be moving)
+    _goal_running: bool = False
     _watch: Optional["LivenessWatch"] = None
     _handle: object = None           # the accepted goal's handle, once known
     _result_future: object = None
@@ -282,6 +286,9 @@ class ArmRun:
         self.channel.wake()
 
     def _set(self, **changes) -> None:
+        """Record ``changes``; a ``status`` among them is how the running goal ended."""
+        if "status" in changes:
+            self._goal_running = False
         self.out = dataclasses.replace(self.out, **changes)
 
     def _enter(self, phase: ArmPhase, cause: str) -> None:
@@ -406,10 +413,11 @@ class ArmRun:
             self._set(status=ArmStatus.REJECTED, error_string=f"goal rejected by {ch.arm.action_name}")
             self._fail(FailureReason.GOAL_REJECTED, self.out.error_string)
             return
-        # UNCONFIRMED_STOP until a result says otherwise
+        # running: its ending (a result, or a stop said unconfirmed) sets the status
         read = self.now()
         taken_ns = time_ns(handle.stamp)
-        self._set(accepted_at=read, status=ArmStatus.UNCONFIRMED_STOP,
+        self._goal_running = True
+        self._set(accepted_at=read,
                   taken_at=taken_stamp(taken_ns * 1e-9 if taken_ns else None,
                                        self.out.goal_sent_at, read, s.max_clock_offset_s))
         ch.acceptances.add(Acceptance(len(self.trajectory.times), self.probe_s,
@@ -507,8 +515,9 @@ class ArmRun:
                 return None
             if self.requests.pending:
                 replaced = self._replace_goal(done_future)
-                if replaced is not None:
-                    self._set(status=ArmStatus.UNCONFIRMED_STOP, stop=None)
+                if replaced is not None:   # a goal runs again: the pause's ending is past
+                    self._set(stop=None)
+                    self._goal_running = True
                 return replaced
             if not ch.server_present():
                 self._fail(FailureReason.CONTROLLER_GONE,
@@ -710,6 +719,12 @@ class ArmRun:
                 self._fail(FailureReason.EXCEPTION, text)
 
     def report(self) -> ArmReport:
+        """What this arm's part says now: how its goal ended, or, while a goal accepted has no
+        known ending (the thread has not read it, or never will), ``UNCONFIRMED_STOP``: the
+        arm may be moving."""
+        if self._goal_running:
+            return dataclasses.replace(self.out, status=ArmStatus.UNCONFIRMED_STOP,
+                                       stop_confirmed=False)
         return self.out
 
 

@@ -289,7 +289,7 @@ class ExecutionRun:
             event.wait(max(0.0, deadline - time.monotonic()))
         ended = [a for a in asked if runs[a].out.result_at is not None]
         if violation.arm not in ended and all(
-                runs[a].out.status in (ArmStatus.SUCCEEDED, ArmStatus.STOPPED) for a in ended):
+                runs[a].report().status in (ArmStatus.SUCCEEDED, ArmStatus.STOPPED) for a in ended):
             return False
         self._mark_done()
         self.watch.withdraw()
