@@ -219,14 +219,14 @@ class Rehearsal:
 
     def _act(self, kind: str, plan, runs, clock) -> bool:
         speed = self.speed
-        if kind == "speed":
-            return speed.set_speed(float(self.rng.uniform(0.2, 1.0)))
+        if kind == "speed":   # (answers are truthy when applied: core/answer.py)
+            return speed.set_speed(float(self.rng.uniform(0.2, 1.0))).applied
         if kind == "stop":
-            return speed.stop("random stop")
+            return speed.stop("random stop").applied
         if kind == "pause":
-            return speed.pause("random pause")
+            return speed.pause("random pause").applied
         if kind == "resume":
-            return speed.resume()
+            return speed.resume().applied
         if kind == "cancel":
             for arm, run in runs.items():
                 self.shared.controllers[arm].cancel(run.tickets[-1][1])

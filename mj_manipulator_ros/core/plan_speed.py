@@ -30,8 +30,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from mj_manipulator_ros.core.answer import Answer, Refusal
 from mj_manipulator_ros.core.config import ExecutorConfig
-from mj_manipulator_ros.core.errors import RampLimitError
+from mj_manipulator_ros.core.errors import MjManipulatorError, RampLimitError
 from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.joint_path import joint_travel
@@ -85,6 +86,9 @@ class PlanSpeed:
         #: speed changes answered "deferred" (asked before the latest stamp) that could not be
         #: applied when their time came, each with why (the run's, reset at its start)
         self.dropped: list[str] = []
+        #: every answer given to a request of the execution in progress, in order (reset by
+        #: :meth:`new_execution`; the executor adds its own: a pause held before the start)
+        self.answers: list[Answer] = []
         self._paused_at: Optional[float] = None   # monotonic
         self._paused_total = 0.0
         self.ramp_total_s = 0.0
@@ -96,6 +100,17 @@ class PlanSpeed:
     def state(self) -> MotionPhase:
         """The motion's phase (``core/execution_phase.py``, its second table)."""
         return self._phase
+
+    def new_execution(self) -> None:
+        """An execution takes the run: the answers from here on are its."""
+        with self._lock:
+            self.answers = []
+
+    def record(self, answer: Answer) -> Answer:
+        """Keep ``answer`` among the execution's (any thread); returns it."""
+        with self._lock:
+            self.answers.append(answer)
+        return answer
 
     def _enter(self, phase: MotionPhase, cause: str) -> None:
         """Move to ``phase`` by the table (the lock held); an illegal one raises."""
@@ -140,19 +155,71 @@ class PlanSpeed:
         return self._now_ns() * 1e-9
 
     # ---- changes (any thread) -----------------------------------------------------------------
-    def set_speed(self, factor: float) -> bool:
+    def set_speed(self, factor: float) -> Answer:
         """Ramp to ``factor`` (already checked by the caller) from a new stamp; while paused,
-        resume at it. False when nothing runs or the plan ends first."""
+        resume at it. Refused when nothing runs, a stop is under way or the plan ends first.
+        (Every answer, and every error raised, is kept in :attr:`answers`.)"""
+        return self._answer(f"speed {factor:g}", lambda: self._set_speed(factor))
+
+    def stop(self, reason: str, held: tuple[str, ...] = ()) -> Answer:
+        """A controlled stop: every arm decelerates along the plan on one plan time and ends at
+        rest; the execution ends ``stopped``. While paused: the execution ends there. Refused
+        when nothing runs, a stop is already under way, or the plan ends first. Arms in
+        ``held`` (a failed arm whose controller holds it) are sent nothing.
+
+        Raises:
+            RampLimitError: no stop within the limits from here (the caller cancels instead).
+        """
+        return self._answer("stop", lambda: self._stop(reason, held))
+
+    def pause(self, reason: str = "pause") -> Answer:
+        """Ramp to rest along the plan and hold there until :meth:`resume` (or ``max_pause_s``).
+        Refused when nothing runs, it is already paused or stopping, or the plan ends first.
+
+        Raises:
+            RampLimitError: no stop within the limits from here.
+        """
+        return self._answer("pause", lambda: self._pause(reason))
+
+    def resume(self, factor: Optional[float] = None) -> Answer:
+        """Continue a paused execution at ``factor`` (default: the speed before the pause) from
+        a new stamp, ramping up along the plan. Refused when not paused.
+
+        Raises:
+            StartStateError, ClockOffsetError: an arm is not where it was paused, or a
+                controller's clock is off (nothing was sent: still paused).
+            RampLimitError: no ramp within the limits.
+        """
+        request = "resume" if factor is None else f"resume at speed {factor:g}"
+        return self._answer(request, lambda: self._resume(factor, request))
+
+    def _answer(self, request: str, act: Callable[[], Answer]) -> Answer:
+        """``act()``'s answer, kept; an error it raises is kept as the refusal it is, then
+        raised."""
+        try:
+            answer = act()
+        except RampLimitError as exc:
+            self.record(Answer.no(request, Refusal.NO_RAMP, str(exc), self._now()))
+            raise
+        except MjManipulatorError as exc:
+            self.record(Answer.no(request, Refusal.CHECK_FAILED, f"{type(exc).__name__}: {exc}",
+                                  self._now()))
+            raise
+        return self.record(answer)
+
+    def _set_speed(self, factor: float) -> Answer:
+        request = f"speed {factor:g}"
         with self._lock:
             if self._running is None or self._phase is MotionPhase.STOPPING:
-                return False
+                return self._refused(request)
             if self._phase is MotionPhase.PAUSED:
-                return self.resume(factor)
+                return self._resume(factor, f"{request} (paused: resume at it)")
             if self._stamp is not None and self._now() < self._stamp:
                 self._deferred = factor      # applied at the tick after that stamp
-                return True
+                return Answer.yes(request, "deferred: applied once the previous change (or the "
+                                  "start) reaches its stamp; the latest asked wins", self._now())
             self._deferred = None
-            return self._change(factor)
+            return self._change(factor, request)
 
     def tick(self) -> None:
         """A speed change kept while the previous change was in flight, once it has started."""
@@ -162,55 +229,37 @@ class PlanSpeed:
                     self._stamp is None or self._now() < self._stamp:
                 return
             self._deferred = None
+            request = f"speed {factor:g} (asked before the stamp, deferred)"
             try:
-                self._change(factor)
+                answer = self._change(factor, request)
             except RampLimitError as exc:   # the caller heard "deferred": said here, not raised
-                self.dropped.append(f"speed {factor:g} (asked before the stamp, deferred) not "
-                                    f"applied: {exc}")
+                self.dropped.append(f"{request} not applied: {exc}")
+                return
+            if not answer:
+                self.dropped.append(f"{request} not applied: {answer.why}")
 
-    def stop(self, reason: str, held: tuple[str, ...] = ()) -> bool:
-        """A controlled stop: every arm decelerates along the plan on one plan time and ends at
-        rest; the execution ends ``stopped``. While paused: the execution ends there. False
-        when nothing runs, a stop is already under way, or the plan ends first. Arms in
-        ``held`` (a failed arm whose controller holds it) are sent nothing.
-
-        Raises:
-            RampLimitError: no stop within the limits from here (the caller cancels instead).
-        """
+    def _stop(self, reason: str, held: tuple[str, ...]) -> Answer:
         with self._lock:
             if self._running is None or self._phase is MotionPhase.STOPPING:
-                return False
+                return self._refused("stop")
             if self._phase is MotionPhase.PAUSED:
                 self._enter(MotionPhase.STOPPING, f"stop while paused ({reason})")
                 for run in self._running[1].values():
                     run.request_end()
-                return True
+                return Answer.yes("stop", "paused: the execution ends at rest where it is",
+                                  self._now())
             return self._ramp_to_rest(GoalKind.STOP, reason, held)
 
-    def pause(self, reason: str = "pause") -> bool:
-        """Ramp to rest along the plan and hold there until :meth:`resume` (or ``max_pause_s``).
-        False when nothing runs, it is already paused or stopping, or the plan ends first.
-
-        Raises:
-            RampLimitError: no stop within the limits from here.
-        """
+    def _pause(self, reason: str) -> Answer:
         with self._lock:
             if self._running is None or self._phase is not MotionPhase.RUNNING:
-                return False
+                return self._refused("pause")
             return self._ramp_to_rest(GoalKind.PAUSE, reason)
 
-    def resume(self, factor: Optional[float] = None) -> bool:
-        """Continue a paused execution at ``factor`` (default: the speed before the pause) from
-        a new stamp, ramping up along the plan. False when not paused.
-
-        Raises:
-            StartStateError, ClockOffsetError: an arm is not where it was paused, or a
-                controller's clock is off (nothing was sent: still paused).
-            RampLimitError: no ramp within the limits.
-        """
+    def _resume(self, factor: Optional[float], request: str) -> Answer:
         with self._lock:
             if self._running is None or self._phase is not MotionPhase.PAUSED:
-                return False
+                return self._refused(request)
             plan, runs, clock, _scope = self._running
             if all(r.paused for r in runs.values()):   # at rest: re-check what can have changed
                 rest = self.stops[-1].plan_time_end
@@ -223,19 +272,40 @@ class PlanSpeed:
             if self._paused_at is not None:
                 self._paused_total += time.monotonic() - self._paused_at
                 self._paused_at = None
-            return True
+            return Answer.yes(request, f"ramping up from the stamp {stamp.seconds:.3f} s",
+                              self._now())
 
     # ---- internals (the lock held) ------------------------------------------------------------
-    def _change(self, factor: float) -> bool:
+    def _refused(self, request: str) -> Answer:
+        """The answer to ``request`` that does not apply in the motion's phase now."""
+        now = self._now()
+        if self._running is None:
+            return Answer.no(request, Refusal.NOTHING_RUNNING,
+                             "no stamped motion (before its start, or after its end)", now)
+        if self._phase is MotionPhase.STOPPING:
+            return Answer.no(request, Refusal.STOPPING, "a controlled stop is under way", now)
+        if self._phase is MotionPhase.PAUSED:
+            return Answer.no(request, Refusal.PAUSED, "paused already", now)
+        return Answer.no(request, Refusal.NOT_PAUSED, f"the motion is {self._phase.value}", now)
+
+    def _too_late(self, request: str, scope, s0: float) -> Answer:
+        now = self._now()
+        if scope.canceled:
+            return Answer.no(request, Refusal.CANCELED, "the execution is being canceled", now)
+        return Answer.no(request, Refusal.PLAN_ENDS_FIRST,
+                         f"the plan ({self._running[0].duration:.3f} s) is over before the "
+                         f"change would act (plan time {s0:.3f} s at its stamp)", now)
+
+    def _change(self, factor: float, request: str) -> Answer:
         plan, _runs, _clock, scope = self._running
         _now_ns, stamp, s0, ramp = self._prepare(factor)
         if scope.canceled or ramp is None or s0 >= plan.duration - 1e-3 or ramp.reaches_end:
-            return False          # the plan is over before the new speed would be reached
+            return self._too_late(request, scope, s0)   # over before the new speed is reached
         self._send(ramp, stamp, GoalKind.SPEED)
         self._factor = factor
-        return True
+        return Answer.yes(request, f"ramping from the stamp {stamp.seconds:.3f} s", self._now())
 
-    def _ramp_to_rest(self, kind: GoalKind, reason: str, held: tuple[str, ...] = ()) -> bool:
+    def _ramp_to_rest(self, kind: GoalKind, reason: str, held: tuple[str, ...] = ()) -> Answer:
         plan, _runs, clock, scope = self._running
         requested = self._now()
         if kind is GoalKind.STOP:
@@ -244,7 +314,7 @@ class PlanSpeed:
         started = time.monotonic()
         _now_ns, stamp, s0, ramp = self._prepare(0.0)
         if scope.canceled or ramp is None:
-            return False
+            return self._too_late(kind.value, scope, s0)
         if not ramp.reaches_end:
             self._send(ramp, stamp, kind, held)
         travel = _travel(plan, max(s_req, 0.0), ramp.end_plan_time)
@@ -257,7 +327,10 @@ class PlanSpeed:
         self._enter(MotionPhase.PAUSED if paused else MotionPhase.STOPPING, f"{kind} ({reason})")
         if paused:
             self._paused_at = time.monotonic()
-        return True
+        return Answer.yes(kind.value, f"ramping to rest from the stamp {stamp.seconds:.3f} s, at "
+                          f"rest at plan time {ramp.end_plan_time:.3f} s"
+                          + (" (the plan's end: the execution ends there)"
+                             if kind is GoalKind.PAUSE and not paused else ""), requested)
 
     def _prepare(self, f1: float):
         """The ramp to ``f1`` from a new stamp: (now ns, stamp, plan time there, ramp or None

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
+from mj_manipulator_ros.core.answer import Answer
 from mj_manipulator_ros.core.goal_kind import GoalKind
 from mj_manipulator_ros.core.sync import Failure, FailureReason
 
@@ -189,6 +190,10 @@ class ExecutionReport:
     #: speed changes that were deferred (asked before the latest stamp) and could not be
     #: applied when their time came, each with why: the request said yes, this says no
     speed_changes_dropped: tuple[str, ...] = ()
+    #: every request made of this execution while it held the run (speed changes, stops,
+    #: pauses, resumes), in order, each with its answer: applied, or why not
+    #: (``core/answer.Answer``)
+    requests: tuple = ()
 
     @property
     def succeeded(self) -> bool:
@@ -206,7 +211,8 @@ class ExecutionReport:
                 "record_path": self.record_path, "record_error": self.record_error,
                 "stops": [r.to_dict() for r in self.stops], "not_checked": list(self.not_checked),
                 "start_lead_s": self.start_lead_s, "phase_times": dict(self.phase_times),
-                "speed_changes_dropped": list(self.speed_changes_dropped)}
+                "speed_changes_dropped": list(self.speed_changes_dropped),
+                "requests": [a.to_dict() for a in self.requests]}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -221,7 +227,8 @@ class ExecutionReport:
                    d.get("preflight_checked"), d.get("record_path"), d.get("record_error"),
                    tuple(StopRecord.from_dict(r) for r in d.get("stops", ())),
                    tuple(d.get("not_checked", ())), d.get("start_lead_s"),
-                   dict(d.get("phase_times", {})), tuple(d.get("speed_changes_dropped", ())))
+                   dict(d.get("phase_times", {})), tuple(d.get("speed_changes_dropped", ())),
+                   tuple(Answer.from_dict(a) for a in d.get("requests", ())))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
@@ -232,6 +239,7 @@ class ExecutionReport:
                          "false): this plan was not replayed for collisions")
         lines.extend(not_checked_lines(self.not_checked))
         lines.extend(f"  {text}" for text in self.speed_changes_dropped)
+        lines.extend(f"  {a.text()}" for a in self.requests if not a.applied)
         if self.first_failure:
             f = self.first_failure
             lines.append(f"  first failure: {f.arm or 'external'}: {f.reason.value}"

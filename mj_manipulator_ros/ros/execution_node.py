@@ -236,8 +236,10 @@ class CombinedTrajectoryServer:
         except Exception as exc:  # noqa: BLE001 - never out of a callback
             self._unexpected("speed_scaling", exc)
             return
-        self.node.get_logger().info(f"speed_scaling {msg.data:g}: "
-                                    + ("every arm re-timed" if changed else "no goal running"))
+        answer = self.executor.last_answer()
+        self.node.get_logger().info(f"speed_scaling {msg.data:g}: " + (
+            answer.text() if answer is not None else
+            "every arm re-timed" if changed else "not applied"))
 
     def _on_stop(self, request, response):
         """``~/stop``: a controlled stop of the running goal (a cancel where impossible)."""
@@ -255,11 +257,9 @@ class CombinedTrajectoryServer:
         try:
             done = act()
             response.success = bool(done)
-            response.message = (f"{what}: done" if done else
-                                f"{what}: nothing to {what} (motion {self.executor.speed.state.value})")
-            if done and what == "pause" and self.executor.held_before_start:
-                response.message += (" (before the start: no goal is sent until ~/resume; the "
-                                     "start checks run again then)")
+            answer = self.executor.last_answer()   # this thread's: applied, or why not
+            response.message = answer.text() if answer is not None else \
+                f"{what}: {'done' if done else 'not applied'}"
         except MjManipulatorError as exc:
             response.success, response.message = False, f"{what} refused: {exc}"
         except Exception as exc:  # noqa: BLE001 - never out of a callback

@@ -215,7 +215,7 @@ class ExecutionRun:
             not_checked=self.parts.not_checked,
             start_lead_s=None if self.stamp is None else self.lead_s,
             phase_times={} if self.log is None else self.log.durations(time.monotonic()),
-            speed_changes_dropped=tuple(speed.dropped))
+            speed_changes_dropped=tuple(speed.dropped), requests=tuple(speed.answers))
 
     # -- the stamp -------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import (
     ExecutionRefusedError, MjManipulatorError, RampLimitError, StartStateError)
+from mj_manipulator_ros.core.answer import Answer, Refusal
 from mj_manipulator_ros.core.execution_phase import ExecutionPhase, MotionPhase, PhaseLog
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_speed import PlanSpeed
@@ -130,6 +131,7 @@ class MultiArmExecutor:
         #: stamp is being made), no longer a hold before the start
         self._committed = False
         self._hold_lock = threading.Lock()         # orders pause/resume against the start
+        self._answers = threading.local()          # each thread's last answer (last_answer)
         self._held_changed = threading.Condition(self._hold_lock)
         self._stuck: set[str] = set()              # arms whose thread outlived its join
         self._closed = False
@@ -283,6 +285,7 @@ class MultiArmExecutor:
                 enter(ExecutionPhase.WAITING)
                 if not self._acquire_run_lock(scope):
                     return not_sent_report(plan, scope.failure, self.not_checked)
+                self.speed.new_execution()   # the answers from here on are this execution's
                 try:
                     if scope.canceled:
                         return not_sent_report(plan, scope.failure, self.not_checked)
@@ -475,10 +478,11 @@ class MultiArmExecutor:
             PlanCostError (a ValueError): ``factor`` not 0 and not in [``min_speed_factor``, 1].
             RampLimitError: no ramp within the limits (nothing was sent).
         """
+        self._answers.last = None
         if factor == 0:
             return self.pause("speed factor 0")
         check_speed_factor(factor, self.config)
-        return self.speed.set_speed(factor)
+        return self._answered(self.speed.set_speed(factor))
 
     def stop(self, reason: str = "stop requested") -> bool:
         """A controlled stop of the running execution (IEC 60204-1 category 2; any thread):
@@ -487,12 +491,23 @@ class MultiArmExecutor:
         Where no controlled stop is possible (nothing running yet, no ramp within the limits)
         it falls back to :meth:`abort` (each controller's cancel: hold). Returns True when the
         running execution will stop (either way)."""
+        self._answers.last = None
         try:
-            if self.speed.stop(reason):
-                return True
+            answer = self.speed.stop(reason)
+            if answer:
+                return self._answered(answer)
+            if answer.refusal is Refusal.STOPPING:
+                return self._answered(answer)   # stopping along the plan already: no cancel
+            why = f"no controlled stop ({answer.why})"
         except RampLimitError as exc:
-            return self.abort(f"{reason} (controlled stop impossible: {exc}; canceled instead)")
-        return self.abort(reason)
+            why, reason = "no controlled stop within the limits", \
+                f"{reason} (controlled stop impossible: {exc}; canceled instead)"
+        if self.abort(reason):
+            return self._answered(self.speed.record(Answer.yes(
+                "stop", f"{why}: canceled instead (each controller holds)", self.now())))
+        return self._answered(self.speed.record(Answer.no(
+            "stop", Refusal.NOTHING_RUNNING, f"{why}; nothing to cancel (no execution in "
+            "progress, or it is ending on an earlier failure)", self.now())))
 
     def pause(self, reason: str = "pause requested") -> bool:
         """Stop the running execution along the plan, as :meth:`stop`, and hold there until
@@ -503,15 +518,23 @@ class MultiArmExecutor:
         Raises:
             RampLimitError: no stop within the limits from here (nothing was sent).
         """
+        self._answers.last = None
         with self._hold_lock:
-            if self.speed.pause(reason):
-                return True
+            answer = self.speed.pause(reason)
+            if answer:
+                return self._answered(answer)
             with self._scope_lock:
                 in_progress = bool(self._scopes)
-            if in_progress and self._held is None and self.speed.state is MotionPhase.IDLE:
-                self._held = reason   # not running yet: nothing is sent until resumed
-                return True
-            return False
+            if in_progress and self.speed.state is MotionPhase.IDLE:
+                if self._held is None:
+                    self._held = reason   # not running yet: nothing is sent until resumed
+                    answer = Answer.yes("pause", "before the start: held, nothing is sent until "
+                                        "resumed (the start checks run again then)", self.now())
+                else:
+                    answer = Answer.no("pause", Refusal.HELD, f"held before the start already "
+                                       f"({self._held})", self.now())
+                self.speed.record(answer)
+            return self._answered(answer)
 
     def resume(self, factor: float | None = None) -> bool:
         """Continue a paused execution from a new shared stamp, ramping up along the plan to
@@ -523,14 +546,28 @@ class MultiArmExecutor:
             StartStateError, ClockOffsetError: a check failed (still paused; nothing sent).
             PlanCostError: ``factor`` out of range.
         """
+        self._answers.last = None
         if factor is not None:
             check_speed_factor(factor, self.config)
         with self._hold_lock:
             if self._held is not None:   # paused before the start: the start checks follow
                 self._held = None
                 self._held_changed.notify_all()
-                return True
-        return self.speed.resume(factor)
+                return self._answered(self.speed.record(Answer.yes(
+                    "resume", "held before the start: the start checks run again, then the plan "
+                    "starts", self.now())))
+        return self._answered(self.speed.resume(factor))
+
+    def _answered(self, answer: Answer) -> bool:
+        """``answer`` as the calling thread's :meth:`last_answer`; its truth."""
+        self._answers.last = answer
+        return answer.applied
+
+    def last_answer(self) -> Answer | None:
+        """The answer the calling thread's latest :meth:`set_speed`, :meth:`stop`,
+        :meth:`pause` or :meth:`resume` got: applied, or why not (``core/answer.py``); None
+        before any (or when it raised: the error says why)."""
+        return getattr(self._answers, "last", None)
 
     def _check_resume(self, pose: MultiArmPlan) -> None:
         if self.start_check.state_enabled(pose.arm_names):
