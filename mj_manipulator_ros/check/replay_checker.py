@@ -40,7 +40,8 @@ from typing import Callable, Mapping, Optional
 import mujoco
 import numpy as np
 
-from mj_manipulator_ros.model.collidable import not_collidable, with_contact_margin
+from mj_manipulator_ros.model.collidable import (
+    active_geoms, bits_touch, not_collidable, with_contact_margin)
 from mj_manipulator_ros.model.allowed_collisions import (RANGE_PAD, AllowReason,
                                                           AllowedCollisionMatrix,
                                                           generate)
@@ -196,9 +197,9 @@ class PlanReplayChecker:
         apply). Either way every contact is also filtered after mj_collision, so the result never
         depends on this. Returns "bodies", "arms" or "none"."""
         ct, ca = mm.geom_contype, mm.geom_conaffinity
-        active = (ct != 0) | (ca != 0)
+        active = active_geoms(mm)
         combos = {(int(a), int(b)) for a, b in zip(ct[active], ca[active])}
-        if not all((a1 & b2) or (a2 & b1) for a1, b1 in combos for a2, b2 in combos):
+        if not all(bits_touch(*one, *other) for one in combos for other in combos):
             return "none"
         bodies = sorted({int(b) for b in mm.geom_bodyid[active]})
         own = self.body_owner[bodies]

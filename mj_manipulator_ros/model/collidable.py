@@ -23,11 +23,16 @@ def active_geoms(model: mujoco.MjModel) -> np.ndarray:
     return (model.geom_contype != 0) | (model.geom_conaffinity != 0)
 
 
+def bits_touch(contype_a: int, conaffinity_a: int, contype_b: int, conaffinity_b: int) -> bool:
+    """MuJoCo's bit rule: geoms with these ``contype``/``conaffinity`` bits may touch."""
+    return bool((contype_a & conaffinity_b) or (contype_b & conaffinity_a))
+
+
 def can_touch(model: mujoco.MjModel, g: int, h: int) -> bool:
     """Whether MuJoCo's bit rule lets geoms ``g`` and ``h`` touch (``<pair>`` elements and the
     body filters aside)."""
     ct, ca = model.geom_contype, model.geom_conaffinity
-    return bool((ct[g] & ca[h]) or (ct[h] & ca[g]))
+    return bits_touch(int(ct[g]), int(ca[g]), int(ct[h]), int(ca[h]))
 
 
 def with_contact_margin(model: mujoco.MjModel, reach: float) -> mujoco.MjModel:
