@@ -2,6 +2,7 @@
 
     ros2 launch mj_manipulator_ros real.launch.py [config:=FILE] [start_lead_s:=0.25]
         [preflight_check:=true] [use_sim_time:=false] [record_dir:=DIR]
+        [max_stop_time_s:=S] [max_stop_distance_m:=M]
 
 Every decision is in mj_manipulator_ros.bringup.nodes.nodes_for (tested without launch).
 """

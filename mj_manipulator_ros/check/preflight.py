@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from types import SimpleNamespace
 from typing import Callable, Mapping, Optional
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from mj_manipulator_ros.check.failure_band import FailureBand, failure_band
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.check.report import ReplayReport
+from mj_manipulator_ros.check.stop_envelope import StopFit, fit_stop_limits, has_limits
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError, ExecutionRefusedError
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
@@ -70,6 +72,33 @@ class PreflightCheck:
         self._bands: "OrderedDict[str, FailureBand]" = OrderedDict()
         #: plan fingerprint -> (synchronized report, band report, band) of a plan checked
         self._verdicts: "OrderedDict[str, tuple]" = OrderedDict()
+        #: plan fingerprint -> the plan fitted to the stop limits (or the refusal's error)
+        self._fits: "OrderedDict[str, object]" = OrderedDict()
+
+    def fit_stop_limits(self, plan: MultiArmPlan) -> StopFit:
+        """``plan`` slowed where a stop from some plan time would pass the configuration's stop
+        limits (``check/stop_envelope.py``; the plan itself when none is set or all fit), kept
+        by the plan's fingerprint as the bands are.
+
+        Raises:
+            StopLimitError: no speed fits somewhere (by arm, plan time and figure)."""
+        if not has_limits(self.config, plan.arm_names):
+            return StopFit(plan, duration_before=plan.duration, duration_after=plan.duration)
+        key = plan_fingerprint(plan)
+        fit = self._fits.get(key)
+        if fit is None:
+            try:
+                fit = fit_stop_limits(plan, self.config, SimpleNamespace(
+                    model=self.checker.model, arms=self.checker.arms))
+            except ExecutionRefusedError as exc:
+                fit = exc
+            self._fits[key] = fit
+            while len(self._fits) > self.BANDS_KEPT:
+                self._fits.popitem(last=False)
+        self._fits.move_to_end(key)
+        if isinstance(fit, Exception):
+            raise fit
+        return fit
 
     @property
     def not_checked(self) -> tuple[str, ...]:
@@ -182,6 +211,13 @@ def preflight_for(config: ExecutorConfig) -> Optional[Callable[..., ReplayReport
         ConfigError: the check is on and the configuration has no ``scene`` to replay in.
     """
     if not config.execution.preflight_check:
+        limited = [a for a in config.arm_names if has_limits(config, [a])]
+        if limited:
+            raise ConfigError(
+                f"{config.source or 'the configuration'}: stop limits are set for arm(s) "
+                f"{limited} (max_stop_time_s / max_stop_distance_m) and execution."
+                "preflight_check is off: the pre-flight gate is what enforces them; turn it on "
+                "(it needs a `scene` section) or unset the limits")
         return None
     if "scene" not in config.extra:
         raise ConfigError(

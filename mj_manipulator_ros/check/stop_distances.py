@@ -99,7 +99,7 @@ def stop_profile(plan: MultiArmPlan, config: ExecutorConfig, scene, every: float
     lead = config.execution.start_lead_s
     bounds = config_bounds(plan, config)
     grid = np.arange(0.0, plan.duration + SPACING_S / 2, SPACING_S)
-    joints_cum, hand_cum, hand = _cumulative_paths(plan, scene, grid)
+    joints_cum, hand_cum, hand = cumulative_paths(plan, scene, grid)
     requests = np.arange(0.0, plan.duration, every) if requests is None else \
         np.asarray(requests, dtype=float)
     rest, stop_time = np.empty(requests.size), np.empty(requests.size)
@@ -107,13 +107,13 @@ def stop_profile(plan: MultiArmPlan, config: ExecutorConfig, scene, every: float
         s0, ramp = stop_after_lead(plan, bounds, s, lead, speed)
         rest[k] = ramp.end_plan_time
         stop_time[k] = (s0 - s) / speed + ramp.duration
-    joint_travel = {a: _between(c, grid, requests, rest).max(axis=1) for a, c in joints_cum.items()}
-    hand_travel = {a: _between(c[:, None], grid, requests, rest)[:, 0]
+    joint_travel = {a: path_between(c, grid, requests, rest).max(axis=1) for a, c in joints_cum.items()}
+    hand_travel = {a: path_between(c[:, None], grid, requests, rest)[:, 0]
                    for a, c in hand_cum.items()}
     return StopProfile(requests, rest, stop_time, joint_travel, hand_travel, hand, lead, speed)
 
 
-def _cumulative_paths(plan: MultiArmPlan, scene, grid: np.ndarray):
+def cumulative_paths(plan: MultiArmPlan, scene, grid: np.ndarray):
     """Per arm: cumulative joint path lengths (M, J) and the hand's (M,) along ``grid``."""
     model = scene.model
     data = mujoco.MjData(model)
@@ -140,7 +140,7 @@ def _cumulative_paths(plan: MultiArmPlan, scene, grid: np.ndarray):
     return joints_cum, hand_cum, hand_names
 
 
-def _between(cum: np.ndarray, grid: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def path_between(cum: np.ndarray, grid: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """cum(b) - cum(a), linear between grid points; cum (M, n), a, b (K,) -> (K, n)."""
     out = np.empty((a.size, cum.shape[1]))
     for j in range(cum.shape[1]):

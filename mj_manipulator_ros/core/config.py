@@ -19,6 +19,7 @@ in :attr:`ExecutorConfig.extra` only when listed in ``OTHER_SECTIONS``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,12 @@ class ArmConfig:
     gripper_driver_joint_names: tuple[str, ...] = field(default=(), metadata={
         "doc": "the names gripper_joints have in the arm's joint states, one per joint in "
                "their order (default: gripper_joints)"})
+    max_stop_time_s: Optional[float] = field(default=None, metadata={
+        "doc": "this arm's own execution.max_stop_time_s (s; unset: the execution's)",
+        "min": 0.0})
+    max_stop_distance_m: Optional[float] = field(default=None, metadata={
+        "doc": "this arm's own execution.max_stop_distance_m (m; unset: the execution's)",
+        "min": 0.0})
 
     @property
     def gripper_wire_names(self) -> tuple[str, ...]:
@@ -199,6 +206,19 @@ class ExecutionSettings:
                "this much plan time past where its cancel found it (measured per simulated "
                "controller kind by `check-plan --stops --hold`; on the robot by HIL stage 3)",
         "min": 0.0})
+    max_stop_time_s: Optional[float] = field(default=None, metadata={
+        "doc": "the longest a stop may take, from its request to every joint of the arm at rest "
+               "(the controlled stop, and a cancel's hold with its run-on): the pre-flight gate "
+               "slows the plan where a stop from some plan time would take longer, or refuses "
+               "it when no speed fits (`check/stop_envelope.py`); unset: no limit; "
+               "`arms[].max_stop_time_s` overrides it per arm", "min": 0.0,
+        "override": "--max-stop-time"})
+    max_stop_distance_m: Optional[float] = field(default=None, metadata={
+        "doc": "the farthest the arm's hand (the body of its last joint) may travel from a "
+               "stop's request to rest, m (the controlled stop, and a cancel's hold with its "
+               "run-on): enforced as max_stop_time_s is; unset: no limit; "
+               "`arms[].max_stop_distance_m` overrides it per arm", "min": 0.0,
+        "override": "--max-stop-distance"})
     stop_acceleration: float = field(default=4.0, metadata={
         "doc": "a controlled stop, pause, resume or speed change ramps the plan's speed along "
                "its path within every joint's velocity and acceleration limits; a joint without "
@@ -228,6 +248,14 @@ class ExecutorConfig:
             if a.name == name:
                 return a
         raise ConfigError(f"no arm {name!r} in the configuration; it has {self.arm_names}")
+
+    def stop_limits(self, name: str) -> tuple[Optional[float], Optional[float]]:
+        """Arm ``name``'s (max stop time s, max hand travel m): its own, else the execution's;
+        None: no limit."""
+        arm, s = self.arm(name), self.execution
+        return (s.max_stop_time_s if arm.max_stop_time_s is None else arm.max_stop_time_s,
+                s.max_stop_distance_m if arm.max_stop_distance_m is None
+                else arm.max_stop_distance_m)
 
     @property
     def arm_names(self) -> tuple[str, ...]:
@@ -303,12 +331,11 @@ def _arm(data: Any, path: str) -> ArmConfig:
                 f"{path}.gripper_driver_joint_names: expected one name per joint of "
                 f"gripper_joints ({len(arm.gripper_joints)}: {list(arm.gripper_joints)}), got "
                 f"{len(arm.gripper_driver_joint_names)}: {list(arm.gripper_driver_joint_names)}")
-    return ArmConfig(arm.name, arm.joint_names, arm.action, limits, arm.max_velocity,
-                     arm.joint_states_topic, per_joint["start_tolerance"],
-                     per_joint["path_tolerance"], from_model,
-                     driver_joint_names=arm.driver_joint_names,
-                     gripper_joints=arm.gripper_joints,
-                     gripper_driver_joint_names=arm.gripper_driver_joint_names)
+    # every other field as read (each declared once, on ArmConfig)
+    return dataclasses.replace(arm, joint_limits=limits,
+                               start_tolerance=per_joint["start_tolerance"],
+                               path_tolerance=per_joint["path_tolerance"],
+                               limits_from_model=from_model)
 
 
 def _check_names(names: tuple[str, ...], path: str) -> None:

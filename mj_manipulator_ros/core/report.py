@@ -194,6 +194,10 @@ class ExecutionReport:
     #: pauses, resumes), in order, each with its answer: applied, or why not
     #: (``core/answer.Answer``)
     requests: tuple = ()
+    #: what the stop limits did to the plan (``check/stop_envelope.StopFit.summary``): where
+    #: it was slowed and by how much; '' when no limit is set (or the plan was checked by the
+    #: caller: ``execute(checked=True)``)
+    stop_limits: str = ""
 
     @property
     def succeeded(self) -> bool:
@@ -212,7 +216,8 @@ class ExecutionReport:
                 "stops": [r.to_dict() for r in self.stops], "not_checked": list(self.not_checked),
                 "start_lead_s": self.start_lead_s, "phase_times": dict(self.phase_times),
                 "speed_changes_dropped": list(self.speed_changes_dropped),
-                "requests": [a.to_dict() for a in self.requests]}
+                "requests": [a.to_dict() for a in self.requests],
+                "stop_limits": self.stop_limits}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -228,7 +233,8 @@ class ExecutionReport:
                    tuple(StopRecord.from_dict(r) for r in d.get("stops", ())),
                    tuple(d.get("not_checked", ())), d.get("start_lead_s"),
                    dict(d.get("phase_times", {})), tuple(d.get("speed_changes_dropped", ())),
-                   tuple(Answer.from_dict(a) for a in d.get("requests", ())))
+                   tuple(Answer.from_dict(a) for a in d.get("requests", ())),
+                   d.get("stop_limits", ""))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
@@ -238,6 +244,8 @@ class ExecutionReport:
             lines.append("  WARNING: pre-flight collision check OFF (execution.preflight_check: "
                          "false): this plan was not replayed for collisions")
         lines.extend(not_checked_lines(self.not_checked))
+        if self.stop_limits:
+            lines.append(f"  stop limits: {self.stop_limits}")
         lines.extend(f"  {text}" for text in self.speed_changes_dropped)
         lines.extend(f"  {a.text()}" for a in self.requests if not a.applied)
         if self.first_failure:

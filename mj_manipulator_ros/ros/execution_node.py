@@ -117,7 +117,11 @@ class CombinedTrajectoryServer:
             plan = split_combined(goal.trajectory, self.config)
             tolerances = split_tolerances(goal, self.config, plan.arm_names)
             t1 = time.monotonic()
-            self.executor.check(plan)  # validation and the pre-flight replay: refuse here
+            plan, said = self.executor.prepare(plan)   # validation, stop limits, pre-flight
+            if said and "slowed" in said:
+                self.node.get_logger().warning(
+                    f"combined goal {said}: it lasts longer than the goal's own time, so a "
+                    "client's time bound for the goal must allow for it")
             t2 = time.monotonic()
             self.executor.check_start(plan)  # the arms where it starts, the clocks agreeing
             t3 = time.monotonic()

@@ -188,21 +188,43 @@ class MultiArmExecutor:
             first |= scope.fail(Failure(None, FailureReason.EXTERNAL_ABORT, None, reason))
         return first
 
-    def check(self, plan: MultiArmPlan) -> None:
-        """Validation and the pre-flight check, as :meth:`execute` runs them (nothing is sent).
+    def check(self, plan: MultiArmPlan) -> MultiArmPlan:
+        """Validation, the stop limits and the pre-flight check, as :meth:`execute` runs them
+        (nothing is sent). Returns the plan as it would run: ``plan`` itself, or slowed where a
+        stop from some plan time would pass a stop limit (``execution.max_stop_time_s``,
+        ``execution.max_stop_distance_m``, per arm under ``arms[]``; ``check/stop_envelope``).
 
         Raises:
             PlanError: the plan is invalid, or (StartStateError) the plan leaves out an arm
                 whose position the pre-flight check needs and cannot measure.
-            ExecutionRefusedError: the pre-flight check refused it.
+            ExecutionRefusedError: the pre-flight check refused it, or no speed fits a stop
+                limit (StopLimitError), or stop limits are set and no gate enforces them.
         """
+        plan, _said = self.prepare(plan)
+        return plan
+
+    def prepare(self, plan: MultiArmPlan) -> tuple[MultiArmPlan, str]:
+        """:meth:`check`: the plan as it will run, and what the stop limits did to it ('' when
+        none is set; ``StopFit.summary`` otherwise)."""
         validate_plan(plan, self.config)
+        said = ""
+        if any(v is not None for a in plan.arm_names for v in self.config.stop_limits(a)):
+            fit = getattr(self._preflight, "fit_stop_limits", None)
+            if fit is None:
+                raise ExecutionRefusedError(
+                    "stop limits are set (max_stop_time_s / max_stop_distance_m) and no pre-flight "
+                    "gate enforces them (execution.preflight_check off, or a gate without "
+                    "fit_stop_limits): nothing was sent")
+            with self._preflight_lock:
+                fitted = fit(plan)
+            plan, said = fitted.plan, fitted.summary()
         if self._preflight is not None:
             others = [a for a in self.config.arm_names if a not in plan.arm_names]
             held = self.start_check.measured(others) if others else {}
             grippers = self.start_check.grippers(self.config.arm_names)
             with self._preflight_lock:
                 self._preflight(plan, held, grippers)
+        return plan, said
 
     def check_start(self, plan: MultiArmPlan, stop: Callable[[], bool] = lambda: False) -> None:
         """The checks made before stamping, on what the arms report (nothing is sent): every
@@ -236,7 +258,8 @@ class MultiArmExecutor:
             scope: the cancel scope to run in (e.g. one the combined action server made when it
                 accepted the goal); default a new one.
             tolerances: per arm, path/goal tolerances for its goal.
-            checked: :meth:`check` already passed for this very plan (skip it).
+            checked: :meth:`check` already passed for this very plan (skip it): the plan it
+                returned (slowed for the stop limits where they asked for it).
             approach: when an arm is not at the plan's start, first run a synchronized
                 rest-to-rest move there (within the limits, checked like any plan; its report
                 in :attr:`last_approach_report`); the plan runs only if that succeeded.
@@ -246,26 +269,32 @@ class MultiArmExecutor:
                 (nothing was sent).
             ConfigError: ``record`` cannot hold this run's bag (too little free space, or a
                 path through a file): nothing was sent.
-            ExecutionRefusedError: the pre-flight check refused the plan, a controller's clock
-                is too far off (ClockOffsetError), or the executor is closed or has an arm thread
-                that never ended (nothing was sent).
+            ExecutionRefusedError: the pre-flight check refused the plan, no speed fits a stop
+                limit (StopLimitError), a controller's clock is too far off (ClockOffsetError),
+                or the executor is closed or has an arm thread that never ended (nothing was
+                sent).
         """
         scope = scope or CancelScope()
         log = self.phases = PhaseLog()
+        said: dict = {}
         try:
-            report = self._execute_phases(plan, record, scope, tolerances, checked, approach, log)
+            report = self._execute_phases(plan, record, scope, tolerances, checked, approach, log,
+                                          said)
         finally:
             log.enter(ExecutionPhase.DONE, time.monotonic(), "the report is made")
         # a run's report has its phase times already (its bag holds that report); a report
-        # made before any goal was sent gets them here
-        return report if report.phase_times else dataclasses.replace(
-            report, phase_times=log.durations())
+        # made before any goal was sent gets them here; what the stop limits did, here
+        if not report.phase_times:
+            report = dataclasses.replace(report, phase_times=log.durations())
+        return dataclasses.replace(report, stop_limits=said["stop_limits"]) \
+            if said.get("stop_limits") else report
 
     def _execute_phases(self, plan: MultiArmPlan, record: str | None, scope: CancelScope,
                         tolerances: Mapping[str, GoalTolerances] | None, checked: bool,
-                        approach: bool, log: PhaseLog) -> ExecutionReport:
+                        approach: bool, log: PhaseLog, said: dict) -> ExecutionReport:
         """:meth:`execute`'s body, moving ``log`` through the phases of
-        ``core/execution_phase.py`` (DONE is execute's)."""
+        ``core/execution_phase.py`` (DONE is execute's); what the stop limits did into
+        ``said["stop_limits"]``."""
         def enter(phase: ExecutionPhase) -> None:
             if log.phase is not phase:
                 log.enter(phase, time.monotonic())
@@ -281,7 +310,7 @@ class MultiArmExecutor:
             with interrupts_cancel(scope, first=lambda: self.stop(INTERRUPTED)):
                 if not checked:
                     enter(ExecutionPhase.VALIDATING)
-                    self.check(plan)
+                    plan, said["stop_limits"] = self.prepare(plan)
                 enter(ExecutionPhase.WAITING)
                 if not self._acquire_run_lock(scope):
                     return not_sent_report(plan, scope.failure, self.not_checked)
@@ -411,7 +440,7 @@ class MultiArmExecutor:
                                                     for j in self.config.arm(arm).joint_names]]
         move = approach_plan(self.config, measured, targets,
                              self.config.execution.approach_speed_fraction)
-        self.check(move)  # validated and replay-checked like any plan
+        move = self.check(move)  # validated and replay-checked like any plan
         self.check_start(move, stop)
         report = self._execute(move, scope, {})
         self.last_approach_report = report

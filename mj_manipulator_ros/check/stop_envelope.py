@@ -1,0 +1,364 @@
+"""Stop envelopes: no plan runs where a stop could take longer, or carry an arm's hand further,
+than the cell allows (``execution.max_stop_time_s``, ``execution.max_stop_distance_m``; per arm
+under ``arms[]`` with the same names; unset: no limit).
+
+For a request every ``EVERY_S`` of plan time, each arm's stop is predicted from the plan itself:
+
+- **controlled** (a stop, an unresumed pause, every arm's peers when one fails): the arms keep
+  the plan for one start lead, then ramp to rest along it, as the executor computes the ramp
+  (``core/stop_ends.py``): stop time = lead + ramp; the hand's path length from the request to
+  the rest. Where no controlled stop exists within the limits the executor cancels instead:
+  the hold stands for it there.
+- **hold** (a failed arm, or every arm canceled): the controller holds where the cancel finds
+  it and the arm comes to rest within ``execution.hold_overshoot_s`` of its run-on (measured at
+  full speed by ``check-plan --stops --hold`` and by HIL stage 3; taken as the run-on's
+  duration: at speed f the arm covers f times that much plan time): stop time =
+  ``hold_overshoot_s``; the hand's path length over that run-on.
+
+Where a stop would pass a limit, :func:`fit_stop_limits` slows the plan there (one time scaling
+of every arm, ``core/retime.py``: the paths and the synchronization kept), checks the slowed plan
+again (validation and every stop), and returns it with where and how much it was slowed; when
+no speed down to ``execution.min_speed_factor`` fits, it refuses by arm, plan time and figure.
+
+Shapes: K request times; M grid samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+import numpy as np
+
+from mj_manipulator_ros.check.stop_distances import SPACING_S, cumulative_paths, path_between
+from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.errors import ExecutionRefusedError, PlanError
+from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.retime import limit_slope, retimed, time_map
+from mj_manipulator_ros.core.stop_ends import stop_ends
+from mj_manipulator_ros.core.time_scaling import config_bounds
+from mj_manipulator_ros.core.validation import validate_plan
+
+#: plan-time spacing of the requests each stop is predicted for, s
+EVERY_S = 0.05
+#: speeds tried where the plan must be slowed, finest step (a speed is a multiple of it)
+SPEED_STEP = 0.05
+#: the slowed profile's largest slope, per s of plan time, first tried (halved while the
+#: slowed plan passes a joint's limits), and the smallest tried
+SLOPE, MIN_SLOPE = 1.0, 0.05
+#: rounds of slowing the plan where the slowed plan's own stops still pass a limit
+FIT_ROUNDS = 6
+
+
+class StopLimitError(ExecutionRefusedError):
+    """No speed fits a stop limit somewhere in the plan: nothing was sent."""
+
+
+@dataclass(frozen=True)
+class StopExcess:
+    """A predicted stop over its limit."""
+
+    arm: str
+    kind: str          # "controlled" or "hold"
+    figure: str        # "time" or "distance"
+    plan_time: float   # the request's plan time, s
+    value: float       # s or m
+    limit: float       # s or m
+
+    def text(self) -> str:
+        unit, what = ("s", "takes") if self.figure == "time" else ("m", "carries its hand")
+        setting = "max_stop_time_s" if self.figure == "time" else "max_stop_distance_m"
+        return (f"arm {self.arm!r}: a {self.kind} stop asked at plan time {self.plan_time:.2f} s "
+                f"{what} {self.value:.3f} {unit}, over its limit {self.limit:g} {unit} "
+                f"(arms[].{setting} or execution.{setting})")
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The stops of a plan at ``speed``, from every request time.
+
+    Attributes:
+        request (K,): plan times, s.
+        controlled_time (K,): request to rest, s; NaN where no controlled stop exists (the hold
+            stands for it).
+        controlled_travel: per arm (K,): the hand's path length, m.
+        hold_time: a hold's stop time, s.
+        hold_travel: per arm (K,): the hand's path over a hold's run-on, m.
+        hand: per arm, the body counted as its hand.
+    """
+
+    request: np.ndarray
+    speed: float
+    controlled_time: np.ndarray
+    controlled_travel: Mapping[str, np.ndarray]
+    hold_time: float
+    hold_travel: Mapping[str, np.ndarray]
+    hand: Mapping[str, str]
+    #: the requests are the plan's whole grid (every ``EVERY_S``): each figure is bounded
+    #: between samples too (:func:`between_samples`); False for a chosen few (the samples alone)
+    whole: bool = True
+
+    def excesses(self, config: ExecutorConfig) -> list[StopExcess]:
+        """Every predicted stop over its arm's limit, in plan-time order."""
+        out = []
+        for arm in self.controlled_travel:
+            t_max, d_max = config.stop_limits(arm)
+            none = np.isnan(self.controlled_time)
+            figures = [("controlled", "time", np.where(none, self.hold_time,
+                                                       self.controlled_time), t_max),
+                       ("controlled", "distance", np.where(none, self.hold_travel[arm],
+                                                           self.controlled_travel[arm]), d_max),
+                       ("hold", "time", np.full(self.request.size, self.hold_time), t_max),
+                       ("hold", "distance", self.hold_travel[arm], d_max)]
+            for kind, figure, values, limit in figures:
+                if limit is None:
+                    continue
+                values = between_samples(values) if self.whole else values
+                for k in np.flatnonzero(values > limit + 1e-12):
+                    out.append(StopExcess(arm, kind, figure, float(self.request[k]),
+                                          float(values[k]), float(limit)))
+        return sorted(out, key=lambda e: (e.plan_time, e.arm, e.kind, e.figure))
+
+    def fits(self, config: ExecutorConfig) -> np.ndarray:
+        """(K,) bool: every arm's every stop from that request within its limits."""
+        ok = np.ones(self.request.size, dtype=bool)
+        for e in self.excesses(config):
+            ok[np.searchsorted(self.request, e.plan_time)] = False
+        return ok
+
+    def worst(self) -> dict:
+        """The longest stop (s) and each arm's farthest hand travel (m), over every request."""
+        times = np.where(np.isnan(self.controlled_time), self.hold_time, self.controlled_time)
+        out = {"stop_time_s": float(max(times.max(initial=0.0), self.hold_time))}
+        for arm, travel in self.controlled_travel.items():
+            out[f"{arm}_hand_travel_m"] = float(max(np.nanmax(travel, initial=0.0),
+                                                    self.hold_travel[arm].max(initial=0.0)))
+        return out
+
+
+def between_samples(values: np.ndarray) -> np.ndarray:
+    """(K,) per request, a bound on the figure from the request halfway to each neighbour:
+    the larger of the two samples plus an eighth of the largest second difference around them
+    (for a smooth figure the most it rises between two samples, Taylor to the second order).
+    The stops are predicted every ``EVERY_S`` of plan time; a request between two of them is
+    covered by this bound (checked against the stops computed one by one on an offset grid:
+    ``test/test_stop_envelope.py``)."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 3:
+        return v
+    d2 = np.abs(np.diff(v, 2))
+    curv = np.concatenate([[d2[0]], d2, [d2[-1]]])          # (K,) at each sample
+    pair = np.maximum(v[:-1], v[1:]) + np.maximum(curv[:-1], curv[1:]) / 8.0   # (K-1,)
+    out = v.copy()
+    out[:-1] = np.maximum(out[:-1], pair)
+    out[1:] = np.maximum(out[1:], pair)
+    return out
+
+
+class HandPaths:
+    """The arms' hands' cumulative path lengths along a plan (computed once; a slowed plan
+    has the same paths, read through its plan-time map)."""
+
+    def __init__(self, plan: MultiArmPlan, scene) -> None:
+        self.grid = np.arange(0.0, plan.duration + SPACING_S / 2, SPACING_S)
+        _joints, cum, self.hand = cumulative_paths(plan, scene, self.grid)
+        self.cum = {a: c[:, None] for a, c in cum.items()}
+
+    def between(self, arm: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """(K,) path length of ``arm``'s hand from original plan times ``a`` to ``b``."""
+        return path_between(self.cum[arm], self.grid, a, b)[:, 0]
+
+
+def predict(plan: MultiArmPlan, config: ExecutorConfig, paths: HandPaths, speed: float = 1.0,
+            every: float = EVERY_S, original=None, requests=None) -> Envelope:
+    """The stops of ``plan`` at ``speed`` (module docstring), asked every ``every`` s of plan
+    time (or at ``requests``, s). ``paths``: the hands' paths of the original plan;
+    ``original``: (plan times of ``plan``, the original's plan times there), increasing, when
+    ``plan`` is a slowed copy (None: ``plan`` is the original)."""
+    s = config.execution
+    duration = plan.duration
+    whole = requests is None
+    requests = np.arange(0.0, duration, every) if whole else np.asarray(requests, dtype=float)
+    lead = s.start_lead_s
+    starts = np.minimum(requests + lead * speed, duration)
+    rest = np.full(requests.size, duration)
+    moving = starts < duration
+    rest[moving] = stop_ends(plan, config_bounds(plan, config), starts[moving], speed)
+    ends = rest >= duration - 1e-9
+    ramp = np.where(ends, (duration - starts) / speed, 2.0 * (rest - starts) / speed)
+    controlled_time = np.where(np.isnan(rest), np.nan,
+                               np.where(moving, lead + ramp, (duration - requests) / speed))
+    run_on = np.minimum(requests + s.hold_overshoot_s * speed, duration)
+
+    def to_original(x: np.ndarray) -> np.ndarray:
+        return x if original is None else np.interp(x, original[0], original[1])
+
+    a, b, h = to_original(requests), to_original(np.nan_to_num(rest, nan=0.0)), \
+        to_original(run_on)
+    controlled_travel = {arm: np.where(np.isnan(rest), np.nan, paths.between(arm, a, b))
+                         for arm in plan.arm_names}
+    hold_travel = {arm: paths.between(arm, a, h) for arm in plan.arm_names}
+    return Envelope(requests, speed, controlled_time, controlled_travel, s.hold_overshoot_s,
+                    hold_travel, {arm: paths.hand[arm] for arm in plan.arm_names}, whole)
+
+
+def has_limits(config: ExecutorConfig, arms) -> bool:
+    return any(v is not None for a in arms for v in config.stop_limits(a))
+
+
+@dataclass(frozen=True)
+class StopFit:
+    """A plan within its stop limits: the plan to run, and how it was slowed.
+
+    Attributes:
+        plan: the plan as it will run (the one given when nothing was slowed).
+        slowed: (from, to, lowest speed) per slowed stretch, in the original's plan time (s).
+        plan_times: (K,) the original's plan time at each of ``plan``'s waypoints (s); None
+            when nothing was slowed.
+        duration_before, duration_after: s.
+        worst_before, worst_after: :meth:`Envelope.worst` of the plan given and of ``plan``.
+    """
+
+    plan: MultiArmPlan
+    slowed: tuple = ()
+    plan_times: Optional[np.ndarray] = None
+    duration_before: float = 0.0
+    duration_after: float = 0.0
+    worst_before: Optional[dict] = None
+    worst_after: Optional[dict] = None
+
+    def summary(self) -> str:
+        if not self.slowed:
+            return "every stop within its limits at full speed"
+        where = ", ".join(f"{a:.2f}-{b:.2f} s at {f:.2f}" for a, b, f in self.slowed)
+        return (f"slowed for the stop limits: plan time {where}; {self.duration_before:.2f} s -> "
+                f"{self.duration_after:.2f} s; longest stop {self.worst_before['stop_time_s']:.3f}"
+                f" -> {self.worst_after['stop_time_s']:.3f} s")
+
+
+def fit_stop_limits(plan: MultiArmPlan, config: ExecutorConfig, scene) -> StopFit:
+    """``plan``, slowed where a stop would pass a limit (module docstring).
+
+    Raises:
+        StopLimitError: no speed down to ``execution.min_speed_factor`` fits (the message
+            names the arm, the plan time and the figure), or the slowed plan cannot keep the
+            joints' limits.
+    """
+    if not has_limits(config, plan.arm_names):
+        return StopFit(plan, duration_before=plan.duration, duration_after=plan.duration)
+    paths = HandPaths(plan, scene)
+    full = predict(plan, config, paths)
+    if full.fits(config).all():
+        w = full.worst()
+        return StopFit(plan, (), None, plan.duration, plan.duration, w, w)
+    need = _speeds_needed(plan, config, paths, full)
+    requests = full.request
+    for _round in range(FIT_ROUNDS):
+        (slowed, plan_times), mapping, profile = _slowed(plan, config, requests, need)
+        env = predict(slowed, config, paths, original=mapping)
+        bad = ~env.fits(config)
+        if not bad.any():
+            return StopFit(slowed, _stretches(*profile), plan_times, plan.duration,
+                           slowed.duration, full.worst(), env.worst())
+        # where the slowed plan's own stops still pass: one step slower there (and at the
+        # requests beside it), in the original's plan time
+        at = np.interp(env.request[bad], mapping[0], mapping[1])
+        ks = np.unique(np.clip(np.searchsorted(requests, at, side="right") - 1, 0,
+                               need.size - 1))
+        lowest = config.execution.min_speed_factor
+        if np.all(need[ks] <= lowest + 1e-9):
+            raise StopLimitError(_refusal(env.excesses(config)[0], config, slowed=True))
+        lowered = need.copy()
+        for k in ks:
+            lower = max(need[k] - SPEED_STEP, lowest)
+            lowered[max(0, k - 1):k + 2] = np.minimum(lowered[max(0, k - 1):k + 2], lower)
+        need = lowered
+    raise StopLimitError(_refusal(env.excesses(config)[0], config, slowed=True))
+
+
+def _speeds_needed(plan: MultiArmPlan, config: ExecutorConfig, paths: HandPaths,
+                   full: Envelope) -> np.ndarray:
+    """(K,) per request, the highest speed (a multiple of SPEED_STEP, or the lowest allowed)
+    at which every stop from there fits, the plan run at that speed throughout.
+
+    Raises:
+        StopLimitError: none does at the lowest speed allowed."""
+    lowest = config.execution.min_speed_factor
+    hold = [e for e in full.excesses(config) if e.kind == "hold" and e.figure == "time"]
+    if hold:   # a hold's run-on lasts as long at any speed
+        raise StopLimitError(_refusal(hold[0], config, slowed=False))
+    need = np.where(full.fits(config), 1.0, np.nan)
+    speeds = list(np.arange(1.0 - SPEED_STEP, lowest - 1e-9, -SPEED_STEP))
+    if not speeds or speeds[-1] > lowest + 1e-9:
+        speeds.append(lowest)
+    for f in speeds:
+        todo = np.flatnonzero(np.isnan(need))
+        if not todo.size:
+            break
+        ok = predict(plan, config, paths, speed=float(f), requests=full.request[todo]
+                     ).fits(config)
+        need[todo[ok]] = float(f)
+    if np.isnan(need).any():
+        first = full.request[np.isnan(need)][:1]
+        slowest = predict(plan, config, paths, speed=lowest, requests=first)
+        raise StopLimitError(_refusal(slowest.excesses(config)[0], config, slowed=False))
+    return need
+
+
+def _slowed(plan: MultiArmPlan, config: ExecutorConfig, requests: np.ndarray,
+            need: np.ndarray) -> tuple[tuple, tuple, tuple]:
+    """The plan at the speeds ``need`` (one per request, held from one start lead before it to
+    the next request), smoothed to a slope the joints' limits allow. Returns it with the
+    original's plan time at each of its waypoints, its plan time map (slowed plan times,
+    original plan times) and its speed profile (original plan times, speeds).
+
+    Raises:
+        StopLimitError: even the gentlest slope passes a joint's limit."""
+    lead = config.execution.start_lead_s
+    grid = np.linspace(0.0, plan.duration, max(2, int(np.ceil(plan.duration / 0.01)) + 1))
+    k = np.clip(np.searchsorted(requests, grid, side="right") - 1, 0, need.size - 1)
+    g = need[k].copy()
+    # a request at s runs at its speed from s on: the speed there holds from a lead before
+    ahead = np.clip(np.searchsorted(requests, grid + lead + EVERY_S, side="right") - 1, 0,
+                    need.size - 1)
+    for j in range(g.size):
+        g[j] = min(g[j], float(need[k[j]:ahead[j] + 1].min()))
+    slope = SLOPE
+    while True:
+        profile = limit_slope(grid, g, slope)
+        slowed = retimed(plan, grid, profile)
+        try:
+            validate_plan(slowed[0], config)
+            fine_s, _fine_g, t_of_s = time_map(plan.duration, grid, profile)
+            return slowed, (t_of_s, fine_s), (grid, profile)
+        except PlanError as exc:
+            if slope / 2 < MIN_SLOPE:
+                raise StopLimitError(
+                    f"the plan slowed for the stop limits passes a joint's limits even with the "
+                    f"gentlest change of speed ({MIN_SLOPE:g} per s of plan time): {exc}; "
+                    "nothing was sent") from None
+            slope /= 2
+
+
+def _stretches(grid: np.ndarray, profile: np.ndarray) -> tuple:
+    """(from, to, lowest speed) for each stretch of plan time the profile runs below 1."""
+    slow = profile < 1.0 - 1e-9
+    out, k = [], 0
+    while k < slow.size:
+        if not slow[k]:
+            k += 1
+            continue
+        j = k
+        while j + 1 < slow.size and slow[j + 1]:
+            j += 1
+        out.append((float(grid[k]), float(grid[min(j + 1, slow.size - 1)]),
+                    float(profile[k:j + 1].min())))
+        k = j + 1
+    return tuple(out)
+
+
+def _refusal(excess: StopExcess, config: ExecutorConfig, slowed: bool) -> str:
+    how = ("even slowed there" if slowed else
+           f"even at the lowest speed allowed (execution.min_speed_factor "
+           f"{config.execution.min_speed_factor:g})")
+    return (f"stop limits: no speed fits: {excess.text()} {how}; nothing was sent")
