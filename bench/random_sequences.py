@@ -72,6 +72,7 @@ class Request:
     answer: object = None      # True / False, or the error's class name
     text: str = ""
     running: bool = False      # the motion was stamped and running when it was made
+    at_sim: float = float("nan")   # physics time it was made at (s; the lockstep bench's)
 
 
 @dataclass

@@ -12,7 +12,8 @@ BENCHMARKS = ["executor_bench.py", "sim_bench.py", "replay_bench.py", "gate_benc
               "stop_bench.py", "transitions.py", "field_report_72.py",
               "watch_bench.py", "torque_bench.py", "cosim_bench.py", "multihost_bench.py",
               "joint_state_buffer_bench.py", "start_lead_bench.py", "combined_results_bench.py",
-              "goal_latency.py", "random_sequences.py", "random_combined.py"]
+              "goal_latency.py", "random_sequences.py", "random_combined.py",
+              "lockstep_sequences.py"]
 
 
 def main() -> int:

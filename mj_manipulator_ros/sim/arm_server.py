@@ -43,6 +43,7 @@ class SimArmServer:
         #: over by its execution, not done twice)
         self._order: dict[int, tuple[int, ControllerGoal]] = {}
         self._submitted = 0                      # the newest acceptance number handed over
+        self._handled = 0                        # accepted goals handed over or ended unrun
         self._reject_armed = self.controller.faults.reject_next_goal
         self.closing = threading.Event()  # set by SimNode.close: every goal ends, none starts
         self._server = ActionServer(
@@ -53,6 +54,13 @@ class SimArmServer:
     @property
     def faults(self) -> ArmFaults:
         return self.controller.faults
+
+    @property
+    def goals_not_taken(self) -> int:
+        """Goals accepted and not yet handed to the controller (nor ended unrun): a driver
+        that steps physics itself waits for 0 before stepping past a goal's stamp."""
+        with self._lock:
+            return max(0, self._accepted - self._handled)
 
     def set_faults(self, faults: ArmFaults) -> None:
         self.controller.faults = faults
@@ -133,15 +141,19 @@ class SimArmServer:
     def _run(self, goal_handle) -> Result:
         if self.faults.pickup_delay_s > 0:
             time.sleep(self.faults.pickup_delay_s)  # the injected fault *is* a blocking delay
-        if self.closing.is_set():
-            goal_handle.abort()
-            return Result(error_code=Result.INVALID_GOAL, error_string="simulator shutting down")
+        closing = self.closing.is_set()
         with self._lock:
             number, goal = self._order.pop(id(goal_handle.request), (self._accepted, None))
+            self._handled += closing
+        if closing:
+            goal_handle.abort()
+            return Result(error_code=Result.INVALID_GOAL, error_string="simulator shutting down")
         reason = None
         if goal is None:   # (accepted elsewhere than _on_goal: checked here, as JTC would)
             reason, goal = self._check(goal_handle.request, at_execute=True)
         if reason:  # cannot happen: the same checks passed at acceptance
+            with self._lock:
+                self._handled += 1
             goal_handle.abort()
             return Result(error_code=Result.INVALID_GOAL, error_string=reason)
         if goal.tolerance_warning:
@@ -151,6 +163,7 @@ class SimArmServer:
             if not stale:
                 self._submitted = number
                 ticket = self.controller.submit(goal)
+            self._handled += 1
         if stale:   # a goal accepted after this one already runs: this one was preempted
             goal_handle.abort()
             return Result(error_code=Result.INVALID_GOAL, error_string=PREEMPTED_MESSAGE)

@@ -268,8 +268,12 @@ class SimNode:
         server = self.arms[arm]
         server.set_faults(dataclasses.replace(server.faults, **changes))
 
-    def start(self) -> "SimNode":
-        self.shared.start()
+    def start(self, physics: bool = True) -> "SimNode":
+        """Serve (the node's spinner) and, unless ``physics`` is False, step physics in its own
+        thread. False: the caller steps it (``shared.step_cycle``, lockstep tests and benches:
+        physics advances only when they say)."""
+        if physics:
+            self.shared.start()
         self._spinner = BackgroundSpinner(self._executor, f"mjmr-sim-{uuid.uuid4().hex[:4]}").start()
         return self
 
