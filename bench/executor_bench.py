@@ -18,6 +18,12 @@ with stamp 0; results polled every 20 ms; peers canceled one after another, each
 before the next) — the shape of the prior Python layers. Its latency is measured from the
 failing result's future completing to each peer's cancel response.
 
+The scripted controllers keep each finished goal for its result 15 minutes (as rclcpp's action
+servers do, ``ros/action_results.RESULT_TIMEOUT_S``); a cancel costs a server more the more
+goals it keeps, so the peer-cancel figure grows over a long run, and a comparison with code
+whose controllers kept 10 s (rclpy's default: before bbb6ca3) must give both the same
+retention (docs/executor.md, "Measured").
+
 Usage: python bench/executor_bench.py [--executions 200] [--arms 2 4]
 """
 
