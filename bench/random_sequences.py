@@ -23,6 +23,7 @@ Usage: python bench/random_sequences.py [--sequences 1000] [--seed 1]   (prints 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -268,8 +269,8 @@ class Bench:
         # (hil/session.py), so the goals get the wall time they get at real time (at 2x with
         # the plain 0.25 s, a homing goal was taken 26 ms late after 900 sequences: refused)
         config = tiny_config(tmp, sim={"real_time_factor": PACE},
-                             execution={"use_sim_time": True, "max_pause_s": MAX_PAUSE_S,
-                                        "start_lead_s": 0.25 * PACE})
+                             execution={"use_sim_time": True, "max_pause_s": MAX_PAUSE_S})
+        config = dataclasses.replace(config, executor=config.executor.with_pace(PACE))
         self.config = config
         self.ros = RosContext()
         self.sim = SimNode(config, context=self.ros.context).start()

@@ -116,3 +116,33 @@ def test_a_self_referencing_plan_is_bad_input(tmp_path) -> None:
     path.write_text("arms:\n  left: &l\n    joint_names: [a]\n    points: [*l]\n")
     with pytest.raises(PlanError, match=r"plan\.arms\.left\.points\[0\]: refers to a node"):
         load_plan(path)
+
+
+def test_a_faster_clock_scales_the_start_lead_and_its_floor() -> None:
+    """Regression: the bring-up's rehearsal at 2x scaled start_lead_s for the wall-clock work
+    it covers but not the measured lead's floor (0.06 s of sim time: 30 ms of wall time), and
+    beside a busy loop the ALOHA and three-arm bring-ups had goals taken 4-12 ms late."""
+    from mj_manipulator_ros.core.config import config_from_mapping
+
+    base = config_from_mapping({"arms": [{"name": "a", "joint_names": ["j"]}]})
+    s = base.execution
+    fast = base.with_pace(2.0).execution
+    assert (fast.start_lead_s, fast.start_lead_floor_s) == (2 * s.start_lead_s,
+                                                            2 * s.start_lead_floor_s)
+    slow = base.with_pace(0.5).execution      # a slower clock keeps the wall time's share
+    assert (slow.start_lead_s, slow.start_lead_floor_s) == (s.start_lead_s, s.start_lead_floor_s)
+
+
+def test_the_rehearsal_session_runs_its_leads_at_its_pace(tmp_path) -> None:
+    from mj_manipulator_ros.hil.session import HilSession
+    from mj_manipulator_ros.model.limits import load_config_with_model
+    from mj_manipulator_ros.resources import config_file
+
+    config = load_config_with_model(config_file("sim_openarm.yaml"))
+    session = HilSession(config, sim=True, real_time_factor=2.0)
+    try:
+        s = session.config.execution
+        assert s.start_lead_floor_s == 2 * config.execution.start_lead_floor_s
+        assert s.start_lead_s == 2 * config.execution.start_lead_s
+    finally:
+        session.close()

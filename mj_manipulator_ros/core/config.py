@@ -282,6 +282,16 @@ class ExecutorConfig:
         settings = from_mapping(ExecutionSettings, merged, "execution")
         return ExecutorConfig(self.arms, settings, self.extra, self.source)
 
+    def with_pace(self, factor: float) -> "ExecutorConfig":
+        """A copy for controllers whose clock runs ``factor`` s per wall second (a simulator
+        faster than real time): the start lead and its floor are waited on that clock but cover
+        wall-clock work (sending the goals, their acceptance), so both scale with the pace (at
+        least 1: a slower clock keeps them)."""
+        f = max(float(factor), 1.0)
+        s = self.execution
+        return self.with_execution(start_lead_s=s.start_lead_s * f,
+                                   start_lead_floor_s=s.start_lead_floor_s * f)
+
 
 def _arm(data: Any, path: str) -> ArmConfig:
     if not isinstance(data, Mapping):
