@@ -51,7 +51,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 import numpy as np  # noqa: E402
 
 from random_sequences import (  # noqa: E402
-    MAX_PAUSE_S, Request, Sequence, actions_of, arm_moves, plan_of, problems,
+    MAX_PAUSE_S, Request, Sequence, actions_of, arm_moves, make_request, plan_of, problems,
     run_and_report, _transitions)
 
 from mj_manipulator_ros.core.arm_phase import ArmPhase  # noqa: E402
@@ -254,37 +254,19 @@ class Lockstep:
             stamped = run is not None and run.plan is plan and run.stamp is not None
             req = Request(action, plan_time, running=stamped and not ex.held_before_start,
                           at_sim=self.now())
-            reason = f"seq {seed} {action} at {plan_time:.3f}"
-            try:
-                if action == "pause":
-                    req.answer = ex.pause(reason)
-                elif action == "resume":
-                    req.answer = ex.resume()
-                elif action == "stop":
-                    req.answer = ex.stop(reason)
-                elif action == "speed":
-                    req.answer = ex.set_speed(factor)
-                elif action == "abort":
-                    req.answer = ex.abort(reason)
-                else:   # a controller fails: its goal aborted from the next cycle on
-                    arm = str(rng.choice(("left", "right")))
-                    self.sim.set_faults(arm, abort_after_s=0.0)
-                    faults.setdefault(arm, self.now())
-                    req.answer, req.text = True, arm
-                if action in ("pause", "resume", "stop", "speed"):
-                    # answered: applied, or why not (core/answer.py), the same as the bool
-                    said = ex.last_answer()
-                    if said is None or said.applied != req.answer or \
-                            (not said.applied and said.refusal is None):
-                        seq.problems.append(f"{action} at {plan_time:.3f} answered "
-                                            f"{req.answer} without a matching answer: {said}")
-                    elif not said.applied:
-                        req.text = said.text()
-            except MjManipulatorError as exc:
-                req.answer, req.text = type(exc).__name__, str(exc)
-            except Exception as exc:   # noqa: BLE001 - reported as a problem by name
-                req.answer, req.text = f"unexpected {type(exc).__name__}", str(exc)
-            req.text = req.text or reason
+            make_request(ex, self.sim, rng, req, f"seq {seed} {action} at {plan_time:.3f}",
+                         factor)
+            if action == "fault" and req.answer is True:
+                faults.setdefault(req.text, self.now())
+            elif action in ("pause", "resume", "stop", "speed") and isinstance(req.answer, bool):
+                # answered: applied, or why not (core/answer.py), the same as the bool
+                said = ex.last_answer()
+                if said is None or said.applied != req.answer or \
+                        (not said.applied and said.refusal is None):
+                    seq.problems.append(f"{action} at {plan_time:.3f} answered {req.answer} "
+                                        f"without a matching answer: {said}")
+                elif not said.applied:
+                    req.text = said.text()
             seq.requests.append(req)
 
         self._watch_goals()

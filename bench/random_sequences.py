@@ -121,28 +121,8 @@ def run_one(executor, sim, seed: int) -> Sequence:
             if not wait_for_plan_time(executor, plan_time, done):
                 return
             req = Request(action, plan_time, running=running(executor))
-            reason = f"seq {seed} {action} at {plan_time:.3f}"
-            try:
-                if action == "pause":
-                    req.answer = executor.pause(reason)
-                elif action == "resume":
-                    req.answer = executor.resume()
-                elif action == "stop":
-                    req.answer = executor.stop(reason)
-                elif action == "speed":
-                    req.answer = executor.set_speed(factor)
-                elif action == "abort":
-                    req.answer = executor.abort(reason)
-                else:   # a controller fails: its goal aborted from now on
-                    arm = str(rng.choice(("left", "right")))
-                    sim.set_faults(arm, abort_after_s=0.0)
-                    req.answer, req.text = True, arm
-            except MjManipulatorError as exc:
-                req.answer, req.text = type(exc).__name__, str(exc)
-            except Exception as exc:   # noqa: BLE001 - reported as a problem by name
-                req.answer, req.text = f"unexpected {type(exc).__name__}", str(exc)
-            req.text = req.text or reason
-            seq.requests.append(req)
+            seq.requests.append(make_request(executor, sim, rng, req,
+                                             f"seq {seed} {action} at {plan_time:.3f}", factor))
 
     def sampler() -> None:
         watch_standing(executor, sim, lambda run: run.plan is plan, seq, done)
@@ -167,6 +147,36 @@ def run_one(executor, sim, seed: int) -> Sequence:
     seq.wall_s = round(time.monotonic() - started, 3)
     seq.problems = problems(seq, out, threads, sim)
     return seq
+
+
+def make_request(executor, sim, rng: np.random.Generator, req: Request, reason: str,
+                 factor: float) -> Request:
+    """Make ``req.action`` now (a "fault": the simulator aborts an arm's goals from its next
+    cycle on; the arm drawn from ``rng`` is ``req.text``) and record its answer: the bool,
+    this package's error's class name, or "unexpected ..." (a problem by name). Returns
+    ``req``."""
+    action = req.action
+    try:
+        if action == "pause":
+            req.answer = executor.pause(reason)
+        elif action == "resume":
+            req.answer = executor.resume()
+        elif action == "stop":
+            req.answer = executor.stop(reason)
+        elif action == "speed":
+            req.answer = executor.set_speed(factor)
+        elif action == "abort":
+            req.answer = executor.abort(reason)
+        else:   # a controller fails: its goal aborted from now on
+            arm = str(rng.choice(("left", "right")))
+            sim.set_faults(arm, abort_after_s=0.0)
+            req.answer, req.text = True, arm
+    except MjManipulatorError as exc:
+        req.answer, req.text = type(exc).__name__, str(exc)
+    except Exception as exc:   # noqa: BLE001 - reported as a problem by name
+        req.answer, req.text = f"unexpected {type(exc).__name__}", str(exc)
+    req.text = req.text or reason
+    return req
 
 
 def wait_for_plan_time(executor, plan_time: float, done: threading.Event) -> bool:
