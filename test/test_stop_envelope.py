@@ -9,6 +9,7 @@ request grid."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -153,9 +154,13 @@ def test_execute_runs_the_plan_slowed_for_the_limits_and_refuses_one_that_cannot
     worst = max(full.worst()[f"{a}_hand_travel_m"] for a in plan.arm_names)
     config = _tiny(tmp_path, max_stop_distance_m=round(0.6 * worst, 4))
     with MultiArmExecutor(config, context=ros.context, preflight=preflight_for(config)) as ex:
-        report = ex.execute(plan)
+        report = ex.execute(plan, record=str(tmp_path / "bag"))
         assert report.succeeded, report.summary()
         assert report.stop_limits.startswith("slowed for the stop limits"), report.stop_limits
+        # the bag's copy of the report says it too (regression: it did not)
+        from bag_reader import read_bag
+        inside = json.loads(read_bag(tmp_path / "bag").metadata["custom_data"]["report"])
+        assert inside["stop_limits"] == report.stop_limits, inside["stop_limits"]
         assert "stop limits: slowed" in report.summary()
         ran = max(r.result_at for r in report.arms.values()) - report.start_stamp
         assert ran > plan.duration * 1.05, (ran, report.stop_limits)

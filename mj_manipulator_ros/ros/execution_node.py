@@ -138,7 +138,7 @@ class CombinedTrajectoryServer:
             self._unexpected("rejecting combined goal", exc)
             return GoalResponse.REJECT
         with self._lock:
-            self._reserved = _Checked(goal, plan, tolerances, timing)
+            self._reserved = _Checked(goal, plan, tolerances, timing, said)
         return GoalResponse.ACCEPT
 
     def _on_accepted(self, goal_handle) -> None:
@@ -199,7 +199,8 @@ class CombinedTrajectoryServer:
             checked = dataclasses.replace(checked, timing=dataclasses.replace(
                 checked.timing, to_execute_s=time.monotonic() - checked.timing.accepted_at))
             report = self.executor.execute(checked.plan, scope=scope, record=record,
-                                           tolerances=checked.tolerances, checked=True)
+                                           tolerances=checked.tolerances, checked=True,
+                                           stop_limits=checked.stop_limits)
         except Exception as exc:  # noqa: BLE001 - checked in _on_goal; report anything else
             goal_handle.abort()
             return Result(error_code=Result.INVALID_GOAL, error_string=f"{type(exc).__name__}: {exc}")
@@ -309,6 +310,7 @@ class _Checked:
     plan: Optional[MultiArmPlan]
     tolerances: Mapping[str, GoalTolerances]
     timing: Optional[GoalTiming] = None   # its checks before acceptance
+    stop_limits: str = ""                  # what the stop limits did to it (prepare)
 
 
 def _failure_text(report: ExecutionReport) -> str:

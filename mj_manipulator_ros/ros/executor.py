@@ -242,7 +242,8 @@ class MultiArmExecutor:
     def execute(self, plan: MultiArmPlan, record: str | None = None,
                 scope: CancelScope | None = None,
                 tolerances: Mapping[str, GoalTolerances] | None = None,
-                checked: bool = False, approach: bool = False) -> ExecutionReport:
+                checked: bool = False, approach: bool = False,
+                stop_limits: str = "") -> ExecutionReport:
         """Run the plan on every arm it names, synchronized. Blocks until every arm has stopped.
 
         The execution can be stopped from the moment this is called: :meth:`abort`, ``scope``
@@ -263,6 +264,8 @@ class MultiArmExecutor:
             approach: when an arm is not at the plan's start, first run a synchronized
                 rest-to-rest move there (within the limits, checked like any plan; its report
                 in :attr:`last_approach_report`); the plan runs only if that succeeded.
+            stop_limits: with ``checked``, what :meth:`prepare` said of the stop limits: kept
+                in the report (and the copy in its bag), as it is when this call checks.
 
         Raises:
             PlanError: the plan is invalid, or (StartStateError) an arm is not where it starts
@@ -276,7 +279,7 @@ class MultiArmExecutor:
         """
         scope = scope or CancelScope()
         log = self.phases = PhaseLog()
-        said: dict = {}
+        said: dict = {"stop_limits": stop_limits if checked else ""}
         try:
             report = self._execute_phases(plan, record, scope, tolerances, checked, approach, log,
                                           said)
@@ -344,7 +347,8 @@ class MultiArmExecutor:
                                 break
                     if record is None:
                         return self._execute(plan, scope, tolerances or {}, log)
-                    return self._execute_recorded(plan, scope, tolerances or {}, record, log)
+                    return self._execute_recorded(plan, scope, tolerances or {}, record, log,
+                                                  said["stop_limits"])
                 finally:
                     self._run_lock.release()
         finally:
@@ -394,7 +398,7 @@ class MultiArmExecutor:
 
     def _execute_recorded(self, plan: MultiArmPlan, scope: CancelScope,
                           tolerances: Mapping[str, GoalTolerances], path,
-                          log: PhaseLog) -> ExecutionReport:
+                          log: PhaseLog, stop_limits: str = "") -> ExecutionReport:
         from mj_manipulator_ros.ros.execution_recording import (
             ExecutionRecording, check_record_space, expected_bytes, plan_text)
 
@@ -408,7 +412,7 @@ class MultiArmExecutor:
         report = None
         try:
             report = dataclasses.replace(self._execute(plan, scope, tolerances, log),
-                                         record_path=str(path))
+                                         record_path=str(path), stop_limits=stop_limits)
         finally:
             if report is None:
                 recording.abandon()
