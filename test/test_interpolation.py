@@ -152,3 +152,23 @@ def test_sample_of_each_new_trajectory_is_its_own_after_others_died() -> None:
         del traj
     gc.collect()
     assert len(interpolation._segment_coefficients) <= kept_before
+
+
+@pytest.mark.parametrize("kind", list(Interpolation))
+def test_sample_rates_are_samples_velocities_and_accelerations_bit_for_bit(kind) -> None:
+    """The rates alone (what a stop's search checks) are :func:`sample`'s own numbers."""
+    from mj_manipulator_ros.core.interpolation import sample_rates
+    from mj_manipulator_ros.core.plan import ArmTrajectory
+
+    rng = np.random.default_rng(5)
+    n, j = 7, 4
+    times = np.cumsum(rng.uniform(0.05, 0.6, n))
+    traj = ArmTrajectory(tuple("abcd"), times, rng.normal(size=(n, j)),
+                         None if kind is Interpolation.LINEAR else rng.normal(size=(n, j)),
+                         rng.normal(size=(n, j)) if kind is Interpolation.QUINTIC else None)
+    probes = np.concatenate([times, times - 1e-9, times + 1e-9,
+                             rng.uniform(times[0] - 0.3, times[-1] + 0.3, 500)])
+    _, v, a = sample(traj, probes)
+    vr, ar = sample_rates(traj, probes)
+    assert np.array_equal(v, vr) and np.array_equal(a, ar)
+    assert np.abs(v).max() > 0   # not two arrays of zeros

@@ -6,9 +6,12 @@ one request at a time, 0.3 s of the pre-flight gate for a 14 s plan. :func:`stop
 same figures with the ramp's length searched for every request in lockstep (one plan sample per
 arm per step for all of them): the same lower bound, the same lengthenings, the same
 bisections, each measuring the exact composed motion on the same grid with the same
-arithmetic, so every comparison with ``SEARCH_USE`` goes the same way; then, per request, the
-goal as it would be sent checked on its splines exactly as :func:`plan_ramp` does (its own
-code). ``test_stop_ends.py`` compares the two on the shipped plans and random ones, bit for bit.
+arithmetic, so every comparison with ``SEARCH_USE`` goes the same way; then the goals as they
+would be sent checked on their splines as :func:`plan_ramp` checks them, every request's
+together (:class:`_SentGoals`: the same knots, coefficients and samples element by element;
+a plan of positions only, whose goals get knots where they pass its waypoints, one request at
+a time with plan_ramp's own code). ``test_stop_ends.py`` compares the two on the shipped plans
+and random ones, bit for bit.
 
 Shapes: K requests, M samples of a ramp, J joints of an arm. Times in s.
 """
@@ -19,12 +22,14 @@ from typing import Mapping
 
 import numpy as np
 
-from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.interpolation import (_with_derivatives, interpolation_of, sample,
+                                                    sample_rates, segment_coefficients)
 from mj_manipulator_ros.core.plan import MultiArmPlan
-from mj_manipulator_ros.core.time_scaling import (FINAL_GROWTH, FINAL_TRIES, MAX_RAMP_S,
-                                                   MIN_RAMP_S, REFINE_STEPS, SEARCH_GROWTH,
-                                                   SEARCH_SPACING_S, SEARCH_USE, JointBounds,
-                                                   TimeScaling, peak_use, ramp_trajectory)
+from mj_manipulator_ros.core.time_scaling import (CHECK_SPACING_S, FINAL_GROWTH, FINAL_TRIES,
+                                                   KNOT_SPACING_S, MAX_RAMP_S, MIN_RAMP_S,
+                                                   REFINE_STEPS, SEARCH_GROWTH, SEARCH_SPACING_S,
+                                                   SEARCH_USE, JointBounds, TimeScaling,
+                                                   peak_use, ramp_trajectory)
 
 
 def stop_ends(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], starts, f0: float
@@ -39,9 +44,13 @@ def stop_ends(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], starts, f0:
     if not todo.size:
         return out
     lengths, failed = _Search(plan, bounds, s0[todo], f0).lengths()
-    for k, T, gave_up in zip(todo, lengths, failed):
-        if not gave_up:
+    go = todo[~failed]
+    if any(t.velocities is None for t in plan.arms.values()):
+        # positions only: the goals get knots where they pass the plan's waypoints
+        for k, T in zip(go, lengths[~failed]):
             out[k] = _sent(plan, bounds, float(s0[k]), f0, float(T))
+    else:
+        out[go] = _SentGoals(plan, bounds, f0).ends(s0[go], lengths[~failed])
     return out
 
 
@@ -82,7 +91,7 @@ class _Search:
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         worst = np.zeros(idx.size)
         for arm, traj in self.plan.arms.items():
-            _, v, a = sample(traj, self.s0[idx][owner] + advanced)
+            v, a = sample_rates(traj, self.s0[idx][owner] + advanced)
             b = self.bounds[arm]
             for values, limit in ((v * rate[:, None], b.velocity),
                                   (a * (rate**2)[:, None] + v * rate_dot[:, None],
@@ -90,7 +99,7 @@ class _Search:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     ratio = np.where(np.isfinite(limit), np.abs(values) / limit, 0.0)
                 if ratio.shape[1]:   # as plan_ramp: a figure that is not a number is passed
-                    m = np.maximum.reduceat(ratio.max(axis=1), starts)   # over (0 / 0)
+                    m = np.maximum.reduceat(ratio, starts, axis=0).max(axis=1)   # (0 / 0)
                     worst = np.where(m > worst, m, worst)
         return worst
 
@@ -162,3 +171,125 @@ def _sent(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], s0: float, f0: 
             return float("nan")
         T *= FINAL_GROWTH
     return float("nan")
+
+
+class _SentGoals:
+    """:func:`_sent` for many requests together (plans with velocities): each request's goals
+    built and checked as ``ramp_trajectory`` and ``peak_use`` build and check them, with the same
+    arithmetic element by element (knots, spline coefficients, samples), the work of all
+    requests in a few large array operations instead of many small ones."""
+
+    #: samples of the goals' splines per batch of requests (bounds the memory: each sample
+    #: gathers its segment's coefficients, 6 x 3J numbers per arm)
+    BATCH_SAMPLES = 40_000
+
+    def __init__(self, plan: MultiArmPlan, bounds: Mapping[str, JointBounds], f0: float) -> None:
+        self.plan, self.bounds, self.f0 = plan, bounds, float(f0)
+
+    def ends(self, s0: np.ndarray, T: np.ndarray) -> np.ndarray:
+        """(K,) the ramp's end plan time per request at plan time ``s0`` with searched length
+        ``T`` (NaN: none fits), as :func:`_sent` gives it."""
+        f0 = self.f0
+        out = np.full(s0.size, np.nan)
+        T = np.array(T, dtype=float)
+        active = np.arange(s0.size)
+        for _ in range(FINAL_TRIES):
+            if not active.size:
+                break
+            remaining = self.plan.duration - s0[active]
+            ends = ~(0.5 * (f0 + 0.0) * T[active] < remaining - 1e-9)
+            end_T = np.maximum(remaining / f0 if f0 > 0 else np.zeros_like(remaining), 1e-9)
+            dur = np.where(ends, end_T, T[active])
+            f1 = np.where(ends, f0, 0.0)
+            peak = self._peaks(s0[active], dur, f1)
+            fits = peak <= 1.0
+            out[active[fits & ends]] = self.plan.duration
+            ok = fits & ~ends
+            out[active[ok]] = s0[active[ok]] + 0.5 * (f0 + 0.0) * T[active[ok]]
+            active = active[~fits & ~ends]
+            T[active] = T[active] * FINAL_GROWTH
+        return out
+
+    def _peaks(self, s0: np.ndarray, dur: np.ndarray, f1: np.ndarray) -> np.ndarray:
+        """(K,) peak_use of each request's goals (the scaling f0 -> f1 over ``dur``)."""
+        taus = [np.linspace(0.0, t, max(2, int(np.ceil(t / KNOT_SPACING_S)) + 1)) for t in dur]
+        checks = [np.arange(0.0, t + CHECK_SPACING_S / 2, CHECK_SPACING_S).size for t in dur]
+        out = np.zeros(s0.size)
+        first, size = 0, 0
+        for k in range(s0.size + 1):   # batches of whole requests
+            if k == s0.size or (size and size + checks[k] > self.BATCH_SAMPLES):
+                sl = slice(first, k)
+                out[sl] = self._batch(s0[sl], dur[sl], f1[sl], taus[sl])
+                first, size = k, 0
+            if k < s0.size:
+                size += checks[k] + 2 * taus[k].size
+        return out
+
+    def _batch(self, s0: np.ndarray, dur: np.ndarray, f1: np.ndarray, taus: list) -> np.ndarray:
+        f0 = self.f0
+        n = np.array([t.size for t in taus])
+        owner = np.repeat(np.arange(s0.size), n)
+        tau = np.concatenate(taus)
+        # TimeScaling.at (RAMP), each request with its own scalars
+        Tk, f1k = dur[owner], f1[owner]
+        u = np.clip(tau / Tk, 0.0, 1.0)
+        after = np.maximum(tau - Tk, 0.0)
+        df = f1k - f0
+        advanced = f0 * np.minimum(tau, Tk) + df * Tk * (u**3 - 0.5 * u**4) + f1k * after
+        rate = f0 + df * (3 * u**2 - 2 * u**3)
+        rate_dot = np.where(tau < Tk, df * (6 * u - 6 * u**2) / Tk, 0.0)
+        last = np.cumsum(n) - 1                     # each request's last knot
+        firsts = last - n + 1
+        stops = f1 == 0.0
+        # the check times of each goal, as peak_use takes them, and their segments
+        ts, rows, local_t0, local_t1, beyond, starts = [], [], [], [], [], []
+        count = 0
+        for i, t in enumerate(taus):
+            end = t[-1]
+            grid = np.arange(0.0, end + CHECK_SPACING_S / 2, CHECK_SPACING_S)
+            x = np.concatenate([grid, t - 1e-9, np.minimum(t + 1e-9, end)])
+            x = x[x >= 0.0]
+            seg = np.searchsorted(t, x, side="right") - 1
+            np.minimum(np.maximum(seg, 0, out=seg), t.size - 2, out=seg)
+            ts.append(x)
+            rows.append(firsts[i] - i + seg)       # segments: n - 1 per request
+            local_t0.append(t[seg])
+            local_t1.append(t[seg + 1])
+            beyond.append(x > end)
+            starts.append(count)
+            count += x.size
+        ts, rows = np.concatenate(ts), np.concatenate(rows)
+        t0, t1, beyond = (np.concatenate(local_t0), np.concatenate(local_t1),
+                          np.concatenate(beyond))
+        xs = (np.minimum(np.maximum(ts, t0), t1) - t0)[..., None]
+        starts = np.array(starts)
+        inner = np.ones(tau.size, dtype=bool)
+        inner[last] = False                         # a segment starts at every knot but the last
+        worst = np.zeros(s0.size)
+        for arm, traj in self.plan.arms.items():
+            p, v, a = sample(traj, s0[owner] + advanced)
+            vel = v * rate[:, None]
+            acc = a * (rate**2)[:, None] + v * rate_dot[:, None] \
+                if traj.accelerations is not None else np.zeros_like(p)
+            vel[last[stops]] = 0.0
+            acc[last[stops]] = 0.0
+            kind = interpolation_of(traj)
+            i0 = np.flatnonzero(inner)
+            c = segment_coefficients(p[i0], vel[i0], acc[i0], p[i0 + 1], vel[i0 + 1],
+                                     acc[i0 + 1], tau[i0 + 1] - tau[i0], kind)
+            d = _with_derivatives(np.moveaxis(c, 0, 1))[rows]
+            J = p.shape[1]
+            r = d[..., 5, :]
+            for k in (4, 3, 2, 1, 0):
+                r = d[..., k, :] + xs * r
+            gv, ga = r[..., J:2 * J], r[..., 2 * J:]
+            gv[beyond] = 0.0
+            ga[beyond] = 0.0
+            b = self.bounds[arm]
+            for values, limit in ((gv, b.velocity), (ga, b.acceleration)):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = np.where(np.isfinite(limit), np.abs(values) / limit, 0.0)
+                if ratio.shape[1]:
+                    m = np.maximum.reduceat(ratio, starts, axis=0).max(axis=1)
+                    worst = np.where(m > worst, m, worst)
+        return worst
