@@ -132,6 +132,24 @@ def test_arm_ignoring_cancel_fails_stage_3(tmp_path) -> None:
 
 
 @pytest.mark.slow
+def test_a_stop_test_refused_by_the_stop_limits_says_why(tmp_path) -> None:
+    """Regression: a stage-3 motion the gate refused (a stop limit no speed fits: the start
+    lead alone, doubled for the 2x rehearsal to 0.5 s, exceeds 0.4 s) ended the stage with
+    "KeyError: 'report'"."""
+    data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
+    data["execution"]["max_stop_time_s"] = 0.4
+    cfg = tmp_path / "limited.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    said = []
+    code = run_hil(str(cfg), sim=True, yes=True, stage=3, force=True, reason="refused",
+                   results=str(tmp_path / "r"), say=said.append)
+    text = "\n".join(said)
+    assert code == 1
+    assert "StopLimitError: stop limits: no speed fits: arm 'left'" in text, text
+    assert "KeyError" not in text
+
+
+@pytest.mark.slow
 def test_acceptance_delayed_past_the_stamp_fails_stage_5(tmp_path) -> None:
     said = []
     # the delay is on the controller's (sim) clock; the lead there is 0.25 s x the rehearsal's

@@ -116,8 +116,14 @@ def _run_and_stop(session: "HilSession", plan: MultiArmPlan, fraction: float, co
     """Run the plan and stop it at ``fraction`` of its duration (controllers' clock): a cancel
     (abort), or the controlled stop along the plan."""
     result = {}
-    runner = threading.Thread(target=lambda: result.update(zip(("report", "samples"),
-                                                               session.run(plan))))
+
+    def run() -> None:
+        try:
+            result.update(zip(("report", "samples"), session.run(plan)))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the stage's thread
+            result["error"] = exc
+
+    runner = threading.Thread(target=run)
     runner.start()
     while session.executor.current_stamp is None and runner.is_alive():
         runner.join(0.002)
@@ -132,4 +138,9 @@ def _run_and_stop(session: "HilSession", plan: MultiArmPlan, fraction: float, co
         else:
             session.executor.abort(why)
     runner.join(timeout=plan.duration * 10 + 30)
+    if "error" in result:   # refused before anything moved (a stop limit no speed fits, ...)
+        raise result["error"]
+    if runner.is_alive():
+        raise RuntimeError(f"the stop test's motion did not end within "
+                           f"{plan.duration * 10 + 30:.0f} s")
     return result["report"], result["samples"]
