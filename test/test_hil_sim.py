@@ -132,6 +132,29 @@ def test_arm_ignoring_cancel_fails_stage_3(tmp_path) -> None:
 
 
 @pytest.mark.slow
+def test_stage_3_judges_the_stop_limits_allowances_where_a_limit_is_set(tmp_path) -> None:
+    """With a stop limit set, stage 3 measures each arm's own response to its stops against the
+    allowances the gate counts on: the shipped stop_settle_s covers the position servos'
+    catch-up; hold_settle_s left at its default (0.05 s) is short of a cancel's real stop time
+    (0.1-0.44 s measured, bench/measured_stops.py) and fails, by arm."""
+    data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
+    data["execution"].update({"max_stop_time_s": 1.0, "hold_settle_s": 0.05})
+    data["hil"] = {"stages": {"stop_latency": {"params": {"fractions": [0.3]}}}}
+    cfg = tmp_path / "limited.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    said = []
+    code = run_hil(str(cfg), sim=True, yes=True, stage=3, force=True,
+                   reason="rehearsing the stop limits' allowances",
+                   results=str(tmp_path / "r"), say=said.append)
+    text = "\n".join(said)
+    assert code == 1, text
+    for arm in ("left", "right"):
+        assert f"[FAIL] hold_settle {arm}@30%" in text, text
+        assert f"[pass] stop_settle {arm}@50% controlled" in text, text
+    assert "execution.hold_settle_s 0.05 s (a stop limit is set" in text
+
+
+@pytest.mark.slow
 def test_a_stop_test_refused_by_the_stop_limits_says_why(tmp_path) -> None:
     """Regression: a stage-3 motion the gate refused (a stop limit no speed fits: the start
     lead alone, doubled for the 2x rehearsal to 0.5 s, exceeds 0.4 s) ended the stage with

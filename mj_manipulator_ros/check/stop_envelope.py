@@ -2,18 +2,26 @@
 than the cell allows (``execution.max_stop_time_s``, ``execution.max_stop_distance_m``; per arm
 under ``arms[]`` with the same names; unset: no limit).
 
-For a request every ``EVERY_S`` of plan time, each arm's stop is predicted from the plan itself:
+For a request every ``EVERY_S`` of plan time, each arm's stop is predicted from the plan itself
+and four measured allowances for the arm's own response (``execution.stop_settle_s``,
+``hold_settle_s``, ``tracking_lag_s``, ``stop_overtravel_m``: the stops measured in the simulator per controller kind,
+``bench/measured_stops.py``; on the robot, HIL stage 3):
 
 - **controlled** (a stop, an unresumed pause, every arm's peers when one fails): the arms keep
   the plan for one start lead, then ramp to rest along it, as the executor computes the ramp
-  (``core/stop_ends.py``): stop time = lead + ramp; the hand's path length from the request to
-  the rest. Where no controlled stop exists within the limits the executor cancels instead:
-  the hold stands for it there.
+  (``core/stop_ends.py``): stop time = lead + ramp + ``stop_settle_s`` (the arm catching up with
+  its reference after the reference stands); the hand's path length from ``tracking_lag_s`` of
+  plan time before the request (where the arm, lagging its reference, is) to the rest, plus
+  ``stop_overtravel_m`` (past the rest and back). Where no
+  controlled stop exists within the limits the executor cancels instead: the hold stands for it
+  there.
 - **hold** (a failed arm, or every arm canceled): the controller holds where the cancel finds
   it and the arm comes to rest within ``execution.hold_overshoot_s`` of its run-on (measured at
   full speed by ``check-plan --stops --hold`` and by HIL stage 3; taken as the run-on's
   duration: at speed f the arm covers f times that much plan time): stop time =
-  ``hold_overshoot_s``; the hand's path length over that run-on.
+  ``hold_settle_s``; the hand's path length from the lag before the request to that run-on and
+  the run-on back (a servo holding where the cancel found it pulls the arm back there), plus
+  ``stop_overtravel_m``.
 
 Where a stop would pass a limit, :func:`fit_stop_limits` slows the plan there (one time scaling
 of every arm, ``core/retime.py``: the paths and the synchronization kept), checks the slowed plan
@@ -90,6 +98,7 @@ class Envelope:
         controlled_time (K,): request to rest, s; NaN where no controlled stop exists (the hold
             stands for it).
         controlled_travel: per arm (K,): the hand's path length, m.
+        rest (K,): the original's plan time where a controlled stop stands (NaN: none).
         hold_time: a hold's stop time, s.
         hold_travel: per arm (K,): the hand's path over a hold's run-on, m.
         hand: per arm, the body counted as its hand.
@@ -99,6 +108,7 @@ class Envelope:
     speed: float
     controlled_time: np.ndarray
     controlled_travel: Mapping[str, np.ndarray]
+    rest: np.ndarray
     hold_time: float
     hold_travel: Mapping[str, np.ndarray]
     hand: Mapping[str, str]
@@ -197,19 +207,27 @@ def predict(plan: MultiArmPlan, config: ExecutorConfig, paths: HandPaths, speed:
     ends = rest >= duration - 1e-9
     ramp = np.where(ends, (duration - starts) / speed, 2.0 * (rest - starts) / speed)
     controlled_time = np.where(np.isnan(rest), np.nan,
-                               np.where(moving, lead + ramp, (duration - requests) / speed))
+                               np.where(moving, lead + ramp, (duration - requests) / speed)
+                               + s.stop_settle_s)
     run_on = np.minimum(requests + s.hold_overshoot_s * speed, duration)
+    lagging = np.maximum(requests - s.tracking_lag_s * speed, 0.0)   # where the arm is
 
     def to_original(x: np.ndarray) -> np.ndarray:
         return x if original is None else np.interp(x, original[0], original[1])
 
-    a, b, h = to_original(requests), to_original(np.nan_to_num(rest, nan=0.0)), \
+    a, b, h = to_original(lagging), to_original(np.nan_to_num(rest, nan=0.0)), \
         to_original(run_on)
-    controlled_travel = {arm: np.where(np.isnan(rest), np.nan, paths.between(arm, a, b))
+    over = s.stop_overtravel_m
+    controlled_travel = {arm: np.where(np.isnan(rest), np.nan, paths.between(arm, a, b) + over)
                          for arm in plan.arm_names}
-    hold_travel = {arm: paths.between(arm, a, h) for arm in plan.arm_names}
-    return Envelope(requests, speed, controlled_time, controlled_travel, s.hold_overshoot_s,
-                    hold_travel, {arm: paths.hand[arm] for arm in plan.arm_names}, whole)
+    # a held arm runs on past where the cancel found it and comes back: its run-on counted
+    # there and back
+    r0 = to_original(requests)
+    hold_travel = {arm: paths.between(arm, a, h) + paths.between(arm, r0, h) + over
+                   for arm in plan.arm_names}
+    return Envelope(requests, speed, controlled_time, controlled_travel,
+                    np.where(np.isnan(rest), np.nan, b), s.hold_settle_s, hold_travel,
+                    {arm: paths.hand[arm] for arm in plan.arm_names}, whole)
 
 
 def has_limits(config: ExecutorConfig, arms) -> bool:
@@ -311,11 +329,12 @@ def _speeds_needed(plan: MultiArmPlan, config: ExecutorConfig, paths: HandPaths,
     moving = r + lead < plan.duration   # the plan's end not within the lead
     h = max(0.5, lowest)
     todo = np.flatnonzero(~full.fits(config, FIT_MARGIN))
-    ramp1 = full.controlled_time - lead
+    settle = s.stop_settle_s
+    ramp1 = full.controlled_time - lead - settle
     ramph = np.full(r.size, np.nan)
     if todo.size:
         half = predict(plan, config, paths, speed=h, requests=r[todo])
-        ramph[todo] = half.controlled_time - lead
+        ramph[todo] = half.controlled_time - lead - settle
     b = (ramph - h * ramp1) / (h * h - h)   # ramp(f) = (ramp1 - b) f + b f^2
     a = ramp1 - b
     need = np.where(full.fits(config, FIT_MARGIN), 1.0, np.nan)
@@ -331,14 +350,16 @@ def _speeds_needed(plan: MultiArmPlan, config: ExecutorConfig, paths: HandPaths,
         for arm in plan.arm_names:
             t_max, d_max = config.stop_limits(arm)
             if t_max is not None:
-                time_f = np.where(controlled, lead + ramp, s.hold_overshoot_s)
+                time_f = np.where(controlled, lead + ramp + settle, s.hold_settle_s)
                 ok &= ~moving | (time_f <= FIT_MARGIN * t_max)
             if d_max is not None:
                 to = r + lead * f + 0.5 * f * np.nan_to_num(ramp)
-                travel = np.where(controlled,
-                                  paths.between(arm, r, np.minimum(to, plan.duration)), 0.0)
-                held = paths.between(arm, r, r + s.hold_overshoot_s * f)
-                ok &= np.maximum(travel, held) <= FIT_MARGIN * d_max
+                lagging = np.maximum(r - s.tracking_lag_s * f, 0.0)
+                travel = np.where(controlled, paths.between(
+                    arm, lagging, np.minimum(to, plan.duration)), 0.0)
+                held = paths.between(arm, lagging, r + s.hold_overshoot_s * f) + \
+                    paths.between(arm, r, r + s.hold_overshoot_s * f)
+                ok &= np.maximum(travel, held) + s.stop_overtravel_m <= FIT_MARGIN * d_max
         need[ok] = float(f)
     left = np.flatnonzero(np.isnan(need))
     if left.size:   # not even the lowest speed, estimated: predicted there

@@ -206,6 +206,23 @@ class ExecutionSettings:
                "this much plan time past where its cancel found it (measured per simulated "
                "controller kind by `check-plan --stops --hold`; on the robot by HIL stage 3)",
         "min": 0.0})
+    stop_settle_s: float = field(default=0.0, metadata={
+        "doc": "the stop limits' allowance for the arm's own response to a controlled stop: "
+               "after its reference stands, the arm comes to rest within this (its servos "
+               "catching up; measured per simulated controller kind by "
+               "`bench/measured_stops.py`, on the robot by HIL stage 3)", "min": 0.0})
+    hold_settle_s: float = field(default=0.05, metadata={
+        "doc": "the stop limits' allowance for a cancel: the arm comes to rest within this "
+               "after its request (the hold's stop time; measured as stop_settle_s is)",
+        "min": 0.0})
+    tracking_lag_s: float = field(default=0.0, metadata={
+        "doc": "the stop limits' allowance for the arm's lag behind its reference: a stop's "
+               "hand travel is counted from this much plan time (at full speed) before the "
+               "request (measured as stop_settle_s is)", "min": 0.0})
+    stop_overtravel_m: float = field(default=0.0, metadata={
+        "doc": "the stop limits' allowance for the hand's travel past its stop and back (a "
+               "servo overshooting where its reference stands): added to every stop's hand "
+               "travel, m (measured as stop_settle_s is)", "min": 0.0})
     max_stop_time_s: Optional[float] = field(default=None, metadata={
         "doc": "the longest a stop may take, from its request to every joint of the arm at rest "
                "(the controlled stop, and a cancel's hold with its run-on): the pre-flight gate "

@@ -53,6 +53,7 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
             asked = r.cancel_requested_at
             latency = A.stop_time(s, asked, threshold) if asked else None
             out.append(check(stage, "stop_latency", subject, latency))
+            out.append(_allowance(stage, session, arm, "hold_settle", subject, latency))
             overshoot = None
             if asked and report.start_stamp is not None:
                 # how long the arm ran on along the motion past the cancel request: at full
@@ -72,10 +73,12 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
             stopped = report.arms[arm].stop is StopKind.CONTROLLED and len(report.stops) == 1
             out.append(check(stage, "controlled_stop_confirmed", subject, float(stopped),
                              report_detail(report), passed=stopped))
-            time_error = distance_error = None
+            time_error = distance_error = settle_past = None
             if stopped:
                 record = report.stops[0]
                 s = samples.arm(joints)
+                # the arm's own catch-up: from its reference standing to the arm at rest
+                settle_past = A.stop_time(s, record.stamp + record.ramp_s, threshold)
                 # from the ramp's stamp, the time both the goals and the joint states are
                 # on (the request's own time is this process's reading of the clock)
                 settle = p["settle_rad"]
@@ -108,8 +111,26 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
                              time_detail))
             out.append(check(stage, "controlled_stop_position_error", subject, distance_error,
                              travel_detail))
+            out.append(_allowance(stage, session, arm, "stop_settle", subject, settle_past))
             return_to(session, {arm: start})
     return out
+
+
+def _allowance(stage: Stage, session: "HilSession", arm: str, name: str, subject: str,
+               measured) -> CheckResult:
+    """``measured`` against ``execution.<name>_s``, the stop limits' allowance for the arm's
+    own response (``check/stop_envelope.py``): judged when a stop limit is set for ``arm``;
+    without one the figure is recorded (what to set before setting a limit) and passes."""
+    setting = f"{name}_s"
+    allowed = getattr(session.config.execution, setting)
+    if any(v is not None for v in session.config.stop_limits(arm)):
+        return check(stage, name, subject, measured,
+                     f"execution.{setting} {allowed:g} s (a stop limit is set for {arm!r}: the "
+                     "gate counts on it)", threshold=allowed)
+    return check(stage, name, subject, measured,
+                 f"execution.{setting} {allowed:g} s; no stop limit is set for {arm!r}, so "
+                 "nothing counts on it: set it to at least the measured figure before setting "
+                 "max_stop_time_s", passed=True)
 
 
 def _run_and_stop(session: "HilSession", plan: MultiArmPlan, fraction: float, controlled: bool):
