@@ -381,6 +381,39 @@ def _held_at_reference(plan, checker):
     return with_held_arms(plan, left_out, checker.arms)
 
 
+def _stop_table(args: argparse.Namespace) -> int:
+    import time
+
+    from mj_manipulator_ros.apps.stop_table import measured_table, write
+    from mj_manipulator_ros.core.errors import MjManipulatorError
+    from mj_manipulator_ros.core.plan_io import load_plan
+    from mj_manipulator_ros.model.limits import load_config_with_model
+    from mj_manipulator_ros.model.scene import scene_for
+    from mj_manipulator_ros.sim.sim_config import sim_config
+
+    try:
+        config = sim_config(load_config_with_model(args.config))
+        plan = load_plan(args.plan)
+        kinds = [k for k in args.controllers.split(",") if k]
+        unknown = [a for a in args.arm if a not in plan.arm_names]
+        if unknown:
+            raise MjManipulatorError(f"--arm {unknown}: not in the plan; its arms: "
+                                     f"{list(plan.arm_names)}")
+        t0 = time.monotonic()
+        table = measured_table(config, plan, scene_for(config.executor), kinds,
+                               args.payload_kg, args.arm or None,
+                               say=lambda m: print(m, file=sys.stderr, flush=True))
+        conditions = (f"{args.config}, {args.plan}; simulated (synchronous physics: simulated "
+                      f"time); payload {args.payload_kg:g} kg at the hand; "
+                      f"{time.monotonic() - t0:.0f} s to make")
+        write(table, args.json, args.image, conditions)
+        print(table.summary())
+        return 0
+    except (MjManipulatorError, ValueError) as exc:
+        print(f"mj-manipulator-ros stop-table: {exc}", file=sys.stderr)
+        return 2
+
+
 def _check_plan(args: argparse.Namespace) -> int:
     import json
     import os
@@ -610,6 +643,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "configuration's simulator and measure how far each runs on (against "
                         "execution.hold_overshoot_s)")
     p.set_defaults(func=_check_plan)
+
+    p = sub.add_parser("stop-table", help="stop time and travel per arm, joint and speed "
+                       "(ISO 10218-1 Annex B style): predicted, and measured in the simulator")
+    p.add_argument("plan", help="plan file: its extended and folded poses of each arm")
+    p.add_argument("--config", required=True, help="configuration with arms, scene and sim")
+    p.add_argument("--arm", action="append", default=[], help="only this arm (repeatable)")
+    p.add_argument("--controllers", default="position,torque,mit",
+                   help="simulated controller kinds to measure with, comma-separated (position, "
+                        "torque, mit); empty: predicted only")
+    p.add_argument("--payload-kg", type=float, default=0.5,
+                   help="each kind measured again with this mass at the hand (0: not)")
+    p.add_argument("--json", help="write the table as JSON")
+    p.add_argument("--image", help="write a PNG of it")
+    p.set_defaults(func=_stop_table)
 
     p = sub.add_parser("hil", help="hardware-in-the-loop bring-up: staged, gated, recorded")
     p.add_argument("--config", help="the setup's configuration")

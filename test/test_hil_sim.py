@@ -132,19 +132,26 @@ def test_arm_ignoring_cancel_fails_stage_3(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_stage_3_judges_the_stop_limits_allowances_where_a_limit_is_set(tmp_path) -> None:
+def test_stage_3_judges_the_allowances_and_writes_the_stop_table(tmp_path) -> None:
     """With a stop limit set, stage 3 measures each arm's own response to its stops against the
     allowances the gate counts on: the shipped stop_settle_s covers the position servos'
     catch-up; hold_settle_s left at its default (0.05 s) is short of a cancel's real stop time
-    (0.1-0.44 s measured, bench/measured_stops.py) and fails, by arm."""
+    (0.1-0.44 s measured, bench/measured_stops.py) and fails, by arm. The stop table's rows
+    asked of it run on the (simulated) robot: measured beside predicted in stop_table.json of
+    the run folder, each row a check (judged: a limit is set)."""
+    import json
+
     data = yaml.safe_load(config_file("sim_openarm.yaml").read_text())
-    data["execution"].update({"max_stop_time_s": 1.0, "hold_settle_s": 0.05})
-    data["hil"] = {"stages": {"stop_latency": {"params": {"fractions": [0.3]}}}}
+    # a limit the table's row keeps at its own speed (predicted 1.07 s: the gate does not slow it)
+    data["execution"].update({"max_stop_time_s": 1.2, "hold_settle_s": 0.05})
+    data["hil"] = {"stages": {"stop_latency": {"params": {
+        "fractions": [0.3], "table": True, "table_speeds": [0.33], "table_poses": ["extended"],
+        "table_arms": ["left"], "table_joints": ["openarm_left_joint2"]}}}}
     cfg = tmp_path / "limited.yaml"
     cfg.write_text(yaml.safe_dump(data))
     said = []
     code = run_hil(str(cfg), sim=True, yes=True, stage=3, force=True,
-                   reason="rehearsing the stop limits' allowances",
+                   reason="rehearsing the stop limits' allowances and the stop table",
                    results=str(tmp_path / "r"), say=said.append)
     text = "\n".join(said)
     assert code == 1, text
@@ -152,6 +159,16 @@ def test_stage_3_judges_the_stop_limits_allowances_where_a_limit_is_set(tmp_path
         assert f"[FAIL] hold_settle {arm}@30%" in text, text
         assert f"[pass] stop_settle {arm}@50% controlled" in text, text
     assert "execution.hold_settle_s 0.05 s (a stop limit is set" in text
+    assert "[pass] stop_table_row left openarm_left_joint2 extended 33%" in text, text
+    found = list((tmp_path / "r").rglob("stop_table.json"))
+    assert len(found) == 1 and found[0].with_suffix(".png").exists()
+    doc = json.loads(found[0].read_text())
+    measured = [r for r in doc["rows"] if r["measured"]]
+    assert [r["joint"] for r in measured] == ["openarm_left_joint2"]
+    m, pred = measured[0]["measured"]["rehearsal"], measured[0]["predicted"]
+    assert 0 < m["time_s"] <= pred["time_s"], measured
+    assert 0.5 * pred["joint_travel"] < m["joint_travel"], measured      # the joint did move
+    assert m["hand_travel_m"] <= pred["hand_travel_m"], measured
 
 
 @pytest.mark.slow

@@ -116,9 +116,17 @@ def _like(default: Any, value: Any, where: str) -> Any:
                               f"got {value!r}")
         return int(number) if isinstance(default, int) else number
     if isinstance(default, (list, tuple)):
-        if not isinstance(value, (list, tuple)) or not value:
-            raise ConfigError(f"{where}: expected a non-empty list of numbers (as its default "
+        # a list of names where its default is one (an empty default is: "every one")
+        names = all(isinstance(v, str) for v in default)
+        what = "names" if names else "numbers"
+        if not isinstance(value, (list, tuple)) or (not value and default):
+            raise ConfigError(f"{where}: expected a non-empty list of {what} (as its default "
                               f"{list(default)}), got {type(value).__name__} {value!r}")
+        if names:
+            bad = [v for v in value if not isinstance(v, str) or not v.strip()]
+            if bad:
+                raise ConfigError(f"{where}: expected names (strings), got {bad!r}")
+            return list(value)
         return [_number(v, f"{where}[{k}]") for k, v in enumerate(value)]
     if isinstance(default, str):
         if not isinstance(value, str) or not value.strip():

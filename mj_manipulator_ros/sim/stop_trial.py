@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Optional
 
 import mujoco
 import numpy as np
@@ -71,7 +71,8 @@ class MeasuredArmStop:
 
 def measure_stop(config: SimConfig, plan: MultiArmPlan, bounds: Mapping[str, JointBounds],
                  request: float, stops: Mapping[str, ArmStop], lead_s: float,
-                 observe_s: float = 1.5) -> dict[str, MeasuredArmStop]:
+                 observe_s: float = 1.5, payload_kg: float = 0.0,
+                 others: Optional[Mapping[str, np.ndarray]] = None) -> dict[str, MeasuredArmStop]:
     """Run ``plan`` from its start in a fresh simulation of ``config`` (its injected faults
     left out), stop each arm of ``stops`` as it says at plan time ``request`` (s), and measure
     every arm of the plan (an arm not in ``stops`` keeps its goal).
@@ -79,10 +80,21 @@ def measure_stop(config: SimConfig, plan: MultiArmPlan, bounds: Mapping[str, Joi
     Args:
         bounds: the joints' bounds the executor's ramp keeps (``config_bounds``).
         lead_s: the executor's start lead (``execution.start_lead_s``), s.
+        payload_kg: a mass added at each planned arm's hand (the body of its last joint, at
+            that body's centre of mass) in the simulated model only: what the arm carries
+            and its controllers' own models do not know.
+        others: the poses of arms not in the plan, (J,) in their configured joint order
+            (default: the scene's initial pose); their controllers hold them.
     """
     clean = dataclasses.replace(config, sim=dataclasses.replace(config.sim, faults={},
                                                                 crossed_arms=()))
-    scene = start_pose(clean.build_scene(), plan.arms)
+    scene = start_pose(clean.build_scene(), plan.arms, others)
+    if payload_kg:
+        for arm, traj in plan.arms.items():
+            binding = scene.arms[arm]
+            last = list(binding.joint_names).index(traj.joint_names[-1])
+            scene.model.body_mass[int(scene.model.jnt_bodyid[binding.joint_ids[last]])] += \
+                payload_kg
     shared = SharedModel(scene, clean.sim)
     shared.clock.anchor(0.0)
     stamp = float(shared.data.time) + LEAD_S

@@ -113,6 +113,10 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
                              travel_detail))
             out.append(_allowance(stage, session, arm, "stop_settle", subject, settle_past))
             return_to(session, {arm: start})
+    from mj_manipulator_ros.hil.stop_table_run import table_rows
+
+    with session.paced(pace):
+        out += table_rows(session, stage, protocol, _run_and_stop)
     return out
 
 
