@@ -159,3 +159,23 @@ def joint_row(per_joint: Mapping[str, float], default: float, joints: Sequence[s
     order of ``joints``: the joint's own setting where the arm has one, else the default
     (rad or m; 0 = unchecked)."""
     return np.array([float(per_joint.get(j, default)) for j in joints], dtype=float)
+
+
+def replacement_tolerances(given: Optional[GoalTolerances], joints: Sequence[str],
+                           path: np.ndarray) -> Optional[GoalTolerances]:
+    """The tolerances of an arm's replacement goals (a speed change, a pause, a resume, a
+    controlled stop, a failed peer's stop): its own goal's (``given``), with a path position
+    tolerance on every joint that has none: the executor's own path tolerance there (``path``
+    (J,) in the order of ``joints``, rad or m; 0: none added). A replacement continues the arm's
+    running goal; a controller (joint_trajectory_controller, the simulated ones) aborts one
+    its arm is not following, and holds, instead of pulling the arm onto it: an arm held by
+    its own controller after an abort the executor has not read yet, or moved by hand, is not
+    dragged by the stop sent to it as a peer (a simulator-wide abort read for one arm first
+    sent the other a peer stop that pulled it 0.12 rad). None: no tolerance at all."""
+    given = given or GoalTolerances()
+    have = {t.name for t in given.path if t.position != 0.0}
+    added = tuple(JointTolerance(j, position=float(p)) for j, p in zip(joints, path)
+                  if p > 0 and j not in have)
+    if not added and given == GoalTolerances():
+        return None
+    return GoalTolerances(tuple(given.path) + added, given.goal, given.goal_time)

@@ -224,6 +224,10 @@ class ArmRun:
     #: called with this arm's failure when its goal ends failed (aborted, an error code); True:
     #: handled (its peers stop along the plan), False: the scope fails (every arm canceled)
     on_goal_failed: Optional[Callable[[Failure], bool]] = None
+    #: the tolerances of its replacement goals (``core/tolerances.replacement_tolerances``:
+    #: ``tolerances`` with the executor's path tolerance where they set none); None: as
+    #: ``tolerances``
+    replacement_tolerances: Optional[GoalTolerances] = None
 
     #: what happened so far (a frozen value, replaced as events arrive). Its ``status`` says
     #: only how this arm's latest goal *ended* (written when the ending is read, or said
@@ -533,7 +537,7 @@ class ArmRun:
         trajectory, stamp, kind, departs = (taken.trajectory, taken.stamp, taken.kind,
                                             taken.departs_s)
         self._enter(ArmPhase.REPLACING, f"the {kind} goal is sent")
-        goal = self._goal(trajectory, stamp)
+        goal = self._goal(trajectory, stamp, replacement=True)
         sent_at = self.now()
         self.sent.append((sent_at, goal))
         # a retimed goal, once accepted, is the goal running (it preempts the old one at the
@@ -691,12 +695,16 @@ class ArmRun:
                 return
             self.scope.fail(failure)
 
-    def _goal(self, trajectory: ArmTrajectory, stamp) -> FollowJointTrajectory.Goal:
-        """The goal message for ``trajectory`` (model names) in its controller's names."""
+    def _goal(self, trajectory: ArmTrajectory, stamp,
+              replacement: bool = False) -> FollowJointTrajectory.Goal:
+        """The goal message for ``trajectory`` (model names) in its controller's names; a
+        ``replacement`` with :attr:`replacement_tolerances`."""
         goal = FollowJointTrajectory.Goal()
         goal.trajectory = trajectory_msg(trajectory, stamp, self._to_wire)
-        if self.tolerances is not None:
-            fill_tolerances(goal, self.tolerances, self._to_wire)
+        tolerances = self.replacement_tolerances if replacement and \
+            self.replacement_tolerances is not None else self.tolerances
+        if tolerances is not None:
+            fill_tolerances(goal, tolerances, self._to_wire)
         return goal
 
     def _feedback(self, msg) -> None:

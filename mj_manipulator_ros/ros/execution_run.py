@@ -39,7 +39,7 @@ from mj_manipulator_ros.core.stop_meter import StopMeter
 from mj_manipulator_ros.core.stop_policy import controlled_stop_for, peers_stop_controlled
 from mj_manipulator_ros.core.sync import (
     INTERRUPTED, CancelScope, Failure, FailureReason, StartGate, StartStamp, settle_interrupts)
-from mj_manipulator_ros.core.tolerances import GoalTolerances
+from mj_manipulator_ros.core.tolerances import GoalTolerances, joint_row, replacement_tolerances
 from mj_manipulator_ros.ros.arm_client import (
     CHECK_PERIOD_S, WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_S, ArmChannel, ArmRun, FeedbackHook,
     gate_wait_s)
@@ -110,9 +110,12 @@ class ExecutionRun:
         for arm in plan.arm_names:
             channel = parts.channels[arm]
             scope.on_cancel(channel.wake)
+            names = plan[arm].joint_names
+            path = joint_row(parts.config.arm(arm).path_tolerance, s.path_tolerance_rad, names)
             self.arms[arm] = ArmRun(channel, plan[arm], scope, self.gate, s, parts.now,
                                     plan.duration, on_feedback, tolerances.get(arm),
-                                    self._peer_failed if controlled else None)
+                                    self._peer_failed if controlled else None,
+                                    replacement_tolerances(tolerances.get(arm), names, path))
         self.meter = StopMeter({a: plan[a].joint_names for a in plan.arm_names})
         scope.on_cancel(lambda: self.meter.start(parts.now()))
         #: built before the stamp (sampling the plan is off the joint states' path)
