@@ -42,10 +42,11 @@ def test_stops_where_the_envelope_binds_stay_within_the_limits_and_the_predictio
     limits = bench.LIMITS[kind]
     rows = []
     for at in binding_requests(kind, limits):
-        for stop, failing in (("stop", 0), ("failure", 0), ("failure", 1)):
+        # each arm failing in turn: each holds once, its peer takes the controlled stop
+        for stop, failing in (("failure", 0), ("failure", 1)):
             rows += bench.run_trial(kind, stop, failing, at, limits, bench.allowances_for(kind))
-    moved = [r for r in rows if r["distance"] > 0.005]
-    assert len(moved) >= len(rows) // 3, "the stops were asked where the arms hardly move"
+    moving = [r for r in rows if r["joint_speed"] > 0.1]    # the plan's, at the request
+    assert len(moving) >= len(rows) // 3, "the stops were asked where the arms hardly move"
     for r in rows:
         where = (f"{kind}: arm {r['arm']} {r['how']} ({r['stop']}) at plan time "
                  f"{r['request']:.2f} s")

@@ -115,8 +115,9 @@ def stop_latency(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
             return_to(session, {arm: start})
     from mj_manipulator_ros.hil.stop_table_run import table_rows
 
-    with session.paced(pace):
-        out += table_rows(session, stage, protocol, _run_and_stop)
+    # the table's figures are the stops' own (simulated time, the lead scaled with the pace):
+    # not latencies, so they run at the rehearsal's pace
+    out += table_rows(session, stage, protocol, _run_and_stop)
     return out
 
 
