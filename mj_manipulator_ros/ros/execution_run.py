@@ -315,6 +315,12 @@ class ExecutionRun:
         if controlled_stop_for(failure.reason):
             if not self._first_controlled(failure):
                 return
+            # the arm the watch found off the plan follows its reference, late: its stop goes
+            # without the path tolerance replacements carry otherwise (it has passed it; its
+            # controller would abort the stop, and every arm would be canceled)
+            run = self.arms.get(failure.arm) if failure.arm is not None else None
+            if run is not None:
+                run.replacement_tolerances = None
             try:
                 if self.parts.speed.stop(f"{failure.reason.value}: {failure.error_string}"):
                     return
