@@ -4,7 +4,7 @@ JSON; not a test (``test/test_measured_stops.py`` runs a few of the same trials)
 The shipped OpenArm pair and its crossing plan, with stop limits below its worst stop at full
 speed (``LIMITS``) and the allowances for each controller kind's response (``ALLOWANCES``): the
 plan as the gate fits it to the limits
-(``check/stop_envelope.fit_stop_limits``), then, per trial, seeded: a simulated controller kind
+(``check/stop_fit.fit_stop_limits``), then, per trial, seeded: a simulated controller kind
 (``position``: MuJoCo's position servos; ``torque``: torque control of the joints; ``mit``: MIT
 commands to the actuator twin, ``sim.physics: cosim``), a request plan time uniform over the
 plan, and a stop: ``stop`` (an operator's stop or a pause not resumed: every arm's controlled
@@ -63,7 +63,8 @@ def setup(kind: str, limits: tuple[float, float], allowances: tuple | None = Non
     """(simulation config, executor config with the limits and ``allowances`` ((name, value)
     pairs; None: the configuration's own), the fitted plan, hand paths, bounds) for a
     controller kind; made once per process, kind, limits and allowances."""
-    from mj_manipulator_ros.check.stop_envelope import HandPaths, fit_stop_limits
+    from mj_manipulator_ros.check.stop_envelope import HandPaths
+    from mj_manipulator_ros.check.stop_fit import fit_stop_limits
     from mj_manipulator_ros.core.config import load_config
     from mj_manipulator_ros.core.plan_io import load_plan
     from mj_manipulator_ros.core.time_scaling import config_bounds

@@ -7,7 +7,7 @@ one core (run it pinned: ``taskset -c 0``), in one run:
   band (``PreflightCheck``, a fresh one per repeat: no verdict kept);
 - ``gate_with_limits_s``: with ``max_stop_time_s`` and ``max_stop_distance_m`` set (default
   0.5 s and 0.1 m: below the crossing plan's worst stop): validation, the stop fit
-  (``check/stop_envelope.fit_stop_limits``), then the replay and band of the plan as it will run
+  (``check/stop_fit.fit_stop_limits``), then the replay and band of the plan as it will run
   (slowed where a stop would pass a limit);
 - ``fit_s``: the stop fit alone; ``ratio``: ``gate_with_limits_s / gate_s`` (the target is 2);
 - what the fit did: the plan's duration before and after, its longest stop before and after,
@@ -22,7 +22,7 @@ import argparse
 import json
 import time
 
-import mj_manipulator_ros.check.stop_envelope as envelope
+import mj_manipulator_ros.check.stop_fit as envelope
 from mj_manipulator_ros.check.preflight import preflight_for
 from mj_manipulator_ros.core.plan_io import load_plan
 from mj_manipulator_ros.core.validation import validate_plan

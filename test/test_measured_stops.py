@@ -22,7 +22,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import measured_stops as bench   # noqa: E402
 
-from mj_manipulator_ros.check.stop_envelope import StopLimitError, predict   # noqa: E402
+from mj_manipulator_ros.check.stop_envelope import predict   # noqa: E402
+from mj_manipulator_ros.check.stop_fit import StopLimitError   # noqa: E402
 
 pytestmark = pytest.mark.slow
 

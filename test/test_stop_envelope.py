@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from mj_manipulator_ros.check.stop_distances import stop_profile
-from mj_manipulator_ros.check.stop_envelope import (
-    HandPaths, StopLimitError, fit_stop_limits, predict)
+from mj_manipulator_ros.check.stop_envelope import HandPaths, predict
+from mj_manipulator_ros.check.stop_fit import StopLimitError, fit_stop_limits
 from mj_manipulator_ros.core.config import config_from_mapping
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.interpolation import sample

@@ -17,7 +17,8 @@ import numpy as np
 from mj_manipulator_ros.check.failure_band import FailureBand, failure_band
 from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
 from mj_manipulator_ros.check.report import ReplayReport
-from mj_manipulator_ros.check.stop_envelope import StopFit, fit_stop_limits, has_limits
+from mj_manipulator_ros.check.stop_envelope import has_limits
+from mj_manipulator_ros.check.stop_fit import StopFit, fit_stop_limits
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError, ExecutionRefusedError
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
@@ -77,7 +78,7 @@ class PreflightCheck:
 
     def fit_stop_limits(self, plan: MultiArmPlan) -> StopFit:
         """``plan`` slowed where a stop from some plan time would pass the configuration's stop
-        limits (``check/stop_envelope.py``; the plan itself when none is set or all fit), kept
+        limits (``check/stop_fit.py``; the plan itself when none is set or all fit), kept
         by the plan's fingerprint as the bands are.
 
         Raises:

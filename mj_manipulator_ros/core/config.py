@@ -227,7 +227,7 @@ class ExecutionSettings:
         "doc": "the longest a stop may take, from its request to every joint of the arm at rest "
                "(the controlled stop, and a cancel's hold with its run-on): the pre-flight gate "
                "slows the plan where a stop from some plan time would take longer, or refuses "
-               "it when no speed fits (`check/stop_envelope.py`); unset: no limit; "
+               "it when no speed fits (`check/stop_fit.py`); unset: no limit; "
                "`arms[].max_stop_time_s` overrides it per arm", "min": 0.0,
         "override": "--max-stop-time"})
     max_stop_distance_m: Optional[float] = field(default=None, metadata={

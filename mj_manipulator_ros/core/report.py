@@ -194,7 +194,7 @@ class ExecutionReport:
     #: pauses, resumes), in order, each with its answer: applied, or why not
     #: (``core/answer.Answer``)
     requests: tuple = ()
-    #: what the stop limits did to the plan (``check/stop_envelope.StopFit.summary``): where
+    #: what the stop limits did to the plan (``check/stop_fit.StopFit.summary``): where
     #: it was slowed and by how much; '' when no limit is set (or the plan was checked by the
     #: caller: ``execute(checked=True)``)
     stop_limits: str = ""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from mj_manipulator_ros.check.preflight import preflight_for
-from mj_manipulator_ros.check.stop_envelope import fit_stop_limits
+from mj_manipulator_ros.check.stop_fit import fit_stop_limits
 from mj_manipulator_ros.check.stop_table import plot_table, stop_table
 from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil.check_result import CheckResult, check

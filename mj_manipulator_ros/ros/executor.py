@@ -192,7 +192,7 @@ class MultiArmExecutor:
         """Validation, the stop limits and the pre-flight check, as :meth:`execute` runs them
         (nothing is sent). Returns the plan as it would run: ``plan`` itself, or slowed where a
         stop from some plan time would pass a stop limit (``execution.max_stop_time_s``,
-        ``execution.max_stop_distance_m``, per arm under ``arms[]``; ``check/stop_envelope``).
+        ``execution.max_stop_distance_m``, per arm under ``arms[]``; ``check/stop_fit``).
 
         Raises:
             PlanError: the plan is invalid, or (StartStateError) the plan leaves out an arm
