@@ -256,3 +256,24 @@ def test_interior_reference_matches_the_analytic_spline(sim, quintic) -> None:
                 assert np.allclose(t.desired, expected, atol=1e-9), (local, t.desired, expected)
                 seen += 1
     assert seen > 300  # 0.8 s at 500 Hz
+
+
+def test_the_freeze_fault_stops_the_reference_where_the_arm_is_and_never_finishes(sim) -> None:
+    """``sim.faults.<arm>.freeze`` (a controller that stops following mid-motion): from the
+    cycle it is set, the goal's reference is the arm's pose then, the goal does not end."""
+    import dataclasses
+
+    t = goal(sim, [0.0, 1.5], [[0.0, 0.0], [0.8, 0.6]], [[0, 0], [0, 0]])
+    for _ in range(int(0.6 / sim.control_period)):
+        sim.step_cycle()
+    controller = sim.controllers["left"]
+    follower = controller.follower
+    follower.faults = dataclasses.replace(follower.faults, freeze=True)
+    at_freeze = q(sim).copy()
+    for _ in range(int(1.5 / sim.control_period)):   # past the trajectory's end
+        sim.step_cycle()
+    assert not t.done.is_set(), t.outcome
+    held = q(sim)
+    # the arm stays near where it froze (its run-on as its servo stops it), far from the goal
+    assert np.abs(held - at_freeze).max() < 0.05, (held, at_freeze)
+    assert np.abs(held - [0.8, 0.6]).max() > 0.3, held

@@ -37,6 +37,9 @@ class ArmFaults:
     abort_after_s: Optional[float] = field(default=None, metadata={
         "doc": "abort every goal this long after its start, error_code -4", "min": 0.0})
     stall: bool = field(default=False, metadata={"doc": "accept goals, never finish them (hold)"})
+    freeze: bool = field(default=False, metadata={
+        "doc": "the running goal's reference stops where the arm is, the goal never finishing "
+               "(a controller that stops following mid-motion: the arm falls behind its plan)"})
     accept_delay_s: float = field(default=0.0, metadata={
         "doc": "delay before accepting, s of the controller's clock", "min": 0.0})
     pickup_delay_s: float = field(default=0.0, metadata={

@@ -70,6 +70,8 @@ class TrajectoryFollower:
         self._spline: Optional[Spline] = None
         self._start = self._first = self._end = 0.0
         self._ref0: Optional[np.ndarray] = None
+        #: with the freeze fault: (the reference it froze at (3, J), the goal it froze)
+        self._frozen: Optional[tuple] = None
         self.reference: Optional[np.ndarray] = None
         self._command = self._hold.copy()  # the latest position reference (J,)
 
@@ -86,7 +88,8 @@ class TrajectoryFollower:
     def faults(self, value: ArmFaults) -> None:
         self._faults = value
         # the compiled cycles know none of these faults: with one, every cycle runs here
-        self._kernel_faults_ok = (not value.stall and value.abort_after_s is None and
+        self._kernel_faults_ok = (not value.stall and not value.freeze and
+                                  value.abort_after_s is None and
                                   value.clock_offset_s == 0 and value.clock_step_s == 0)
         if self._kernel is not None:
             self._kernel.dirty = 1
@@ -183,6 +186,10 @@ class TrajectoryFollower:
         end = self._end
         if self.faults.stall:
             ref = self._stalled
+        elif self.faults.freeze:
+            if self._frozen is None or self._frozen[1] is not t:
+                self._frozen = (np.stack([q.copy(), 0 * q, 0 * q]), t)
+            ref = self._frozen[0]
         elif self._pre is not None and now < self._first:
             ref = self._pre.at(now)
         else:
@@ -205,7 +212,7 @@ class TrajectoryFollower:
                 self._hold = q.copy()
                 self._finish(t, GoalOutcome.ABORTED, PATH_TOLERANCE_VIOLATED, f"path tolerance violated: {bad}")
                 return self._hold
-        if now >= end and not self.faults.stall:
+        if now >= end and not self.faults.stall and not self.faults.freeze:
             final = traj.positions[-1]
             bad = self._violation(q - final, tol.goal_position, "position")
             bad = bad or self._violation(qd, tol.goal_velocity, "velocity")
