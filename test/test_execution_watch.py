@@ -235,6 +235,27 @@ def test_joint_states_that_stop_while_moving_fail_as_stale(dropped) -> None:
     assert violation is not None and violation.reason == "joint_states_stale", violation
     assert violation.arm == "right" and all(f"'{j}'" in violation.text for j in dropped)
     assert 0.39 <= violation.plan_time <= 0.42  # the first check after 0.1 s without them
+    # the evidence: the moment the stream went stale (its last message, 100.29 s, + 0.1 s),
+    # not the check that noticed it
+    assert violation.evidence_at == pytest.approx(100.39, abs=1e-9), violation.evidence_at
+
+
+def test_a_tracking_violation_names_the_receipt_of_the_message_that_crossed() -> None:
+    """The evidence of a watch's verdict is the message that crossed the bound, at its
+    receipt (what the fault-to-stop benchmark counts from), not its stamp."""
+    plan = swing_plan()
+    watch = watch_for(plan, path_tolerance_rad=0.05)
+    violation = None
+    for k, t in enumerate(np.arange(0.0, 1.0, 0.01)):
+        q = on_plan(plan, t)
+        if t >= 0.5:
+            q[0] += 0.06 * (t - 0.49) / 0.05   # the left arm's first joint drifts off
+        violation = watch.on_joint_state(JOINTS, list(q), 100 + t, 200 + k)
+        if violation:
+            break
+    assert violation is not None and violation.reason == "tracking_error", violation
+    assert violation.evidence_at == 200 + k, (violation.evidence_at, k)
+    assert 0.53 <= violation.plan_time <= 0.55, violation.plan_time
 
 
 def test_a_joint_faster_than_its_limit_fails_and_the_peak_is_reported() -> None:

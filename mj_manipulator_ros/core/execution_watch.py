@@ -70,6 +70,9 @@ class Violation:
     text: str
     plan_time: float
     arms: tuple[str, ...] = ()
+    #: when its first evidence reached this process (the receipt clock, s): the joint-state
+    #: message that crossed the bound, or the moment a stream went stale; None: not known
+    evidence_at: Optional[float] = None
 
     def stream_failed(self) -> Mapping[str, str]:
         """Arm -> why its joint states cannot measure anything (a figure computed from them
@@ -136,6 +139,7 @@ class ExecutionWatch:
         #: per arm, the largest measured |joint velocity| (per s); None: never measured
         self.max_velocity: dict[str, Optional[float]] = {a: None for a in plan.arm_names}
         self.max_progress_skew = 0.0
+        self._evidence: Optional[float] = None   # the receipt time of the message being read
         self._progress: dict[str, tuple[float, float]] = {}  # arm -> (plan time, progress)
         self.done: set[str] = set()   # arms no longer watched (their goal ended)
         self.violation: Optional[Violation] = None
@@ -166,6 +170,7 @@ class ExecutionWatch:
         ``velocities``: the message's velocities (else estimated from positions)."""
         if self.violation is not None:
             return None
+        self._evidence = received   # the message a violation found now is the evidence
         # the figures before this message: a violation withdrawn takes its readings with it
         self._before = (dict(self.max_tracking_error), dict(self.max_velocity),
                         self.max_progress_skew)
@@ -262,8 +267,9 @@ class ExecutionWatch:
         else:
             text = (f"no joint state for {names} for {age * 1e3:.0f} ms (joint_state_timeout_s "
                     f"{self.stale_after:g}): the arm cannot be watched")
+        # the evidence: the moment the oldest of its joints went stale
         return self._trip("joint_states_stale", arm, self.clock.plan_time(now), text,
-                          tuple(stale))
+                          tuple(stale), evidence=now - age + self.stale_after)
 
     def _check_arm(self, arm: str) -> Optional[Violation]:
         """Tracking error of the arm's merged pose (each joint at its own stamp's plan time),
@@ -375,8 +381,9 @@ class ExecutionWatch:
         self._history[arm].clear()
 
     def _trip(self, reason: str, arm: str, t: float, text: str,
-              arms: tuple[str, ...] = ()) -> Violation:
-        self.violation = Violation(reason, arm, text, t, arms or (arm,))
+              arms: tuple[str, ...] = (), evidence: Optional[float] = None) -> Violation:
+        self.violation = Violation(reason, arm, text, t, arms or (arm,),
+                                   self._evidence if evidence is None else evidence)
         return self.violation
 
     def stats(self) -> Mapping[str, tuple[Optional[float], float]]:

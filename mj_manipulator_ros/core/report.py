@@ -226,7 +226,8 @@ class ExecutionReport:
     def from_dict(cls, d: Mapping) -> "ExecutionReport":
         ff = d.get("first_failure")
         failure = None if ff is None else Failure(
-            ff["arm"], FailureReason(ff["reason"]), ff["error_code"], ff["error_string"])
+            ff["arm"], FailureReason(ff["reason"]), ff["error_code"], ff["error_string"],
+            ff.get("evidence_at"))
         return cls(ExecutionStatus(d["status"]), d["start_stamp"], failure,
                    {a: ArmReport.from_dict(r) for a, r in d["arms"].items()},
                    d.get("preflight_checked"), d.get("record_path"), d.get("record_error"),

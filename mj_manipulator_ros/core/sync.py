@@ -70,10 +70,14 @@ class Failure:
     reason: FailureReason
     error_code: Optional[int] = None
     error_string: str = ""
+    #: when its first evidence reached this process (the executor's clock, s): a failed goal's
+    #: result read, the joint-state message that crossed a bound, the moment a stream went
+    #: stale; None where there is none to point at (an operator's abort, an exception)
+    evidence_at: Optional[float] = None
 
     def to_dict(self) -> dict:
         return {"arm": self.arm, "reason": self.reason.value, "error_code": self.error_code,
-                "error_string": self.error_string}
+                "error_string": self.error_string, "evidence_at": self.evidence_at}
 
 
 class CancelScope:

@@ -689,7 +689,7 @@ class ArmRun:
             reason = FailureReason.ABORTED
         if not stopping:
             text = result.error_string or f"goal ended with status {response.status}"
-            failure = Failure(self.name, reason, int(result.error_code), text)
+            failure = Failure(self.name, reason, int(result.error_code), text, read)
             if reason is not FailureReason.CANCELED and self.on_goal_failed is not None \
                     and self.on_goal_failed(failure):
                 return

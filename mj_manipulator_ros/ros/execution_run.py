@@ -275,7 +275,7 @@ class ExecutionRun:
         violation = self.watch.on_joint_state(names, positions, msg_stamp, received, velocities)
         if violation is not None and not self._result_came_first(violation):
             self._fail(Failure(violation.arm, FailureReason(violation.reason), None,
-                               violation.text))
+                               violation.text, violation.evidence_at))
 
     def _result_came_first(self, violation: Violation) -> bool:
         """Before the watch's verdict is acted on, every arm's thread reads what has already
@@ -374,7 +374,7 @@ class ExecutionRun:
         violation = self.watch.check_fresh(self.parts.now())
         if violation is not None:
             self.scope.fail(Failure(violation.arm, FailureReason(violation.reason), None,
-                                    violation.text))
+                                    violation.text, violation.evidence_at))
 
     # -- the end ----------------------------------------------------------------------------
 
