@@ -54,6 +54,20 @@ def stop_ends(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], starts, f0:
     return out
 
 
+def _ramp_at(tau: np.ndarray, T, f0, f1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``TimeScaling.at`` of RAMP scalings, element by element: each time of ``tau`` (s since
+    its ramp's start) with its own ramp's duration ``T`` and rates ``f0``, ``f1`` (arrays of
+    ``tau``'s shape, or scalars): plan time advanced, rate, its derivative; the same arithmetic
+    in the same order, so the same numbers."""
+    u = np.clip(tau / T, 0.0, 1.0)
+    after = np.maximum(tau - T, 0.0)
+    df = f1 - f0
+    advanced = f0 * np.minimum(tau, T) + df * T * (u**3 - 0.5 * u**4) + f1 * after
+    rate = f0 + df * (3 * u**2 - 2 * u**3)
+    rate_dot = np.where(tau < T, df * (6 * u - 6 * u**2) / T, 0.0)
+    return advanced, rate, rate_dot
+
+
 class _Search:
     """plan_ramp's search for the ramp's length, for K requests in lockstep."""
 
@@ -80,14 +94,7 @@ class _Search:
         grid = np.arange(0.0, float(T.max()) + SEARCH_SPACING_S, SEARCH_SPACING_S)
         owner = np.repeat(np.arange(idx.size), counts)
         tau = np.concatenate([grid[:n] for n in counts])
-        # TimeScaling.at, RAMP, elementwise with each request's own scalars
-        Tk, f0k, f1k = T[owner], f0[owner], f1[owner]
-        u = np.clip(tau / Tk, 0.0, 1.0)
-        after = np.maximum(tau - Tk, 0.0)
-        df = f1k - f0k
-        advanced = f0k * np.minimum(tau, Tk) + df * Tk * (u**3 - 0.5 * u**4) + f1k * after
-        rate = f0k + df * (3 * u**2 - 2 * u**3)
-        rate_dot = np.where(tau < Tk, df * (6 * u - 6 * u**2) / Tk, 0.0)
+        advanced, rate, rate_dot = _ramp_at(tau, T[owner], f0[owner], f1[owner])
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         worst = np.zeros(idx.size)
         for arm, traj in self.plan.arms.items():
@@ -230,14 +237,7 @@ class _SentGoals:
         n = np.array([t.size for t in taus])
         owner = np.repeat(np.arange(s0.size), n)
         tau = np.concatenate(taus)
-        # TimeScaling.at (RAMP), each request with its own scalars
-        Tk, f1k = dur[owner], f1[owner]
-        u = np.clip(tau / Tk, 0.0, 1.0)
-        after = np.maximum(tau - Tk, 0.0)
-        df = f1k - f0
-        advanced = f0 * np.minimum(tau, Tk) + df * Tk * (u**3 - 0.5 * u**4) + f1k * after
-        rate = f0 + df * (3 * u**2 - 2 * u**3)
-        rate_dot = np.where(tau < Tk, df * (6 * u - 6 * u**2) / Tk, 0.0)
+        advanced, rate, rate_dot = _ramp_at(tau, dur[owner], f0, f1[owner])
         last = np.cumsum(n) - 1                     # each request's last knot
         firsts = last - n + 1
         stops = f1 == 0.0
