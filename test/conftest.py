@@ -119,7 +119,10 @@ class Processes:
     line never blocks on a pipe); everything is terminated, killed if needed, and joined."""
 
     def __init__(self) -> None:
-        self.env = {**os.environ, "RCUTILS_LOGGING_BUFFERED_STREAM": "0", "PYTHONUNBUFFERED": "1"}
+        # PYTHONFAULTHANDLER: a child that crashes in native code (a signal) prints every
+        # thread's Python stack to its stderr, which the failing test shows
+        self.env = {**os.environ, "RCUTILS_LOGGING_BUFFERED_STREAM": "0", "PYTHONUNBUFFERED": "1",
+                    "PYTHONFAULTHANDLER": "1"}
         self.started: list = []
 
     def __call__(self, args, **kwargs):
@@ -159,8 +162,17 @@ class Processes:
             proc.stderr_seen.append(line)
             if text in line:
                 return line
-        raise AssertionError(f"no line containing {text!r} within {timeout} s; stderr so far:\n"
-                             + "".join(proc.stderr_seen)[-3000:])
+        ended = proc.poll()
+        if ended is None:
+            try:
+                ended = proc.wait(timeout=1.0)
+            except Exception:  # noqa: BLE001 - still running: said below
+                ended = None
+        how = "" if ended is None else (
+            f" (the process ended: killed by signal {-ended})" if ended < 0
+            else f" (the process ended: exit code {ended})")
+        raise AssertionError(f"no line containing {text!r} within {timeout} s{how}; stderr so "
+                             "far:\n" + "".join(proc.stderr_seen)[-3000:])
 
     def close(self) -> None:
         import signal
