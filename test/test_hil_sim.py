@@ -105,7 +105,6 @@ def pace(bag) -> float:
     """Simulated seconds per wall second over a bag: the slope of its joint states' stamps
     (the simulator's clock) against their log times (this machine's clock when they were
     written), least squares (a late delivery moves one point, not the figure)."""
-    import numpy as np
     from sensor_msgs.msg import JointState
 
     stamps = np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9

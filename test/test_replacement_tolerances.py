@@ -14,12 +14,11 @@ path tolerances)."""
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
 
-from mj_manipulator_ros.sim.goal import GoalRequest
+from mj_manipulator_ros.sim.goal import GoalRequest, check_goal
 from mj_manipulator_ros.sim.shared_model import SharedModel
 from mj_manipulator_ros.sim.trial import positions, start_pose, step_until
 from mj_manipulator_ros.core.tolerances import JointTolerance
@@ -73,7 +72,6 @@ def _follow(tmp_path, path_tolerance: float | None) -> tuple[float, str]:
                           [list(r) for r in traj.velocities], [], stamp,
                           tuple(JointTolerance(j, position=tolerance) for j in traj.joint_names)
                           if tolerance else ())
-        from mj_manipulator_ros.sim.goal import check_goal
         reason, checked = check_goal(req, controller.joint_names, float(shared.data.time),
                                      cfg.sim.tolerances)
         assert reason is None, reason

@@ -15,6 +15,9 @@ against its prediction (check ``stop_table_row``): judged where a stop limit is 
 
 from __future__ import annotations
 
+import json
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from mj_manipulator_ros.check.preflight import preflight_for
@@ -27,7 +30,6 @@ from mj_manipulator_ros.hil.shipped_plans import shipped_plans
 from mj_manipulator_ros.hil.stages import Protocol, Stage
 from mj_manipulator_ros.model.scene import scene_for
 from mj_manipulator_ros.sim.stop_trial import hand_path
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the session imports rclpy
     from mj_manipulator_ros.hil.session import HilSession
@@ -110,8 +112,6 @@ def table_rows(session: "HilSession", stage: Stage, protocol: Protocol, run_and_
     table = table.with_measured(label, figures)
     folder = session.bags_dir.parent if session.bags_dir is not None else None
     if folder is not None:
-        import json
-
         (folder / "stop_table.json").write_text(json.dumps(
             {"conditions": f"{label}, stage 3, plan {name}; speeds {speeds}, poses "
                            f"{sorted(poses)}", **table.to_dict()}, indent=1) + "\n")
