@@ -559,6 +559,67 @@ def test_band_certificate_against_brute_force(tmp_path, seed) -> None:
     assert counts["clear"] >= 1 and counts["colliding"] >= 1, counts
 
 
+@pytest.mark.parametrize("seed", [1, 9])
+def test_the_band_refined_where_needed_reaches_the_whole_grids_verdict(tmp_path, seed) -> None:
+    """The band is sampled coarse in skew and refined cell by cell only where a cell is not
+    certified. Random plans (2 s, 81 waypoints through 5 random knots) in a band four coarse
+    cells wide (skew 0.8 s): its verdict is the whole grid's (every skew sample at the finest
+    step: ``coarse_step = delta_step``, as the band was checked before) and the brute force's,
+    from no more states; where it refuses, the colliding plan times it names are within the
+    skew. Both verdicts occur, and the refinement skips states in some plan."""
+    from mj_manipulator_ros.check.band import DELTA_STEP_S, check_band
+
+    checker, _ = checker_for(scene_config(tmp_path, separation=1.05))
+    rng = np.random.default_rng(seed)
+    times, knots = np.linspace(0.0, 2.0, 81), np.linspace(0.0, 2.0, 5)
+
+    def through_knots(lo: float, hi: float) -> np.ndarray:
+        q = np.stack([rng.uniform(lo, hi, 5), rng.uniform(-1, 1, 5)], 1)
+        return np.column_stack([np.interp(times, knots, q[:, j]) for j in range(2)])
+
+    counts = {"clear": 0, "colliding": 0}
+    fewer = 0
+    for _ in range(5):
+        plan = plan_of(through_knots(0.0, 1.3), through_knots(-1.3, 0.0), times)
+        report = checker.check(plan, mode="band", skew=0.8)
+        with checker._lock:
+            checker.model, checker.data, checker._reach_now = checker._models["pairs"]
+            whole = check_band(checker, plan, 0.8, coarse_step=DELTA_STEP_S)
+        assert report.collision_free == whole.collision_free, (report.summary(), whole.summary())
+        assert report.states_checked <= whole.states_checked
+        fewer += report.states_checked < whole.states_checked
+        reference, _ = brute_force_band(checker, plan, 0.8, step=0.01)
+        agree_with_reference(report, reference, checker.margin, counts)
+        if report.band_collision:
+            b = report.band_collision
+            assert abs(b["t1"] - b["t2"]) <= 0.8 + 1e-9, b
+    assert counts["clear"] >= 1 and counts["colliding"] >= 1, counts
+    assert fewer >= 1
+
+
+def test_a_grazing_contact_between_every_sample_of_the_band_is_refused(tmp_path) -> None:
+    """Adversarial to sampling the band coarse: both arms rest at every waypoint (0.2 s apart)
+    and swing toward each other only between waypoints (velocities at the waypoints), the left
+    around plan time 0.3 s, the right around 0.9 s. On time they never meet; 0.6 s apart they
+    graze (the brute force: closer than the margin, by under 2 mm), at plan times no grid state
+    of the band has. Only the cells' certificate can find it: the band replay refuses."""
+    checker, _ = checker_for(scene_config(tmp_path, separation=0.55))
+    t = np.linspace(0.0, 1.6, 9)
+    v_left, v_right = np.zeros((9, 2)), np.zeros((9, 2))
+    v_left[1, 0], v_left[2, 0] = 9.16, -9.16
+    v_right[4, 0], v_right[5, 0] = -9.16, 9.16
+    rest = np.zeros((9, 2))
+    plan = MultiArmPlan({"left": ArmTrajectory(("left_j1", "left_j2"), t, rest, v_left),
+                         "right": ArmTrajectory(("right_j1", "right_j2"), t, rest, v_right)})
+    reference, where = brute_force_band(checker, plan, 0.8, step=0.005)
+    assert checker.margin - 0.002 < reference < checker.margin, (reference, where)  # grazing
+    assert abs(where[1] - where[0] - 0.6) < 0.05, where
+    assert checker.check(plan).collision_free
+    band = checker.check(plan, mode="band", skew=0.8)
+    assert not band.collision_free and band.colliding_states == 0, band.summary()
+    assert band.band_collision["arms"] == ["left", "right"], band.band_collision
+
+
 @pytest.mark.parametrize("separation", [0.55, 1.05])
 def test_the_band_beside_an_arm_that_holds_is_the_synchronized_replay(tmp_path, separation) -> None:
     """One arm swings, the other holds one pose all along: every pair of plan times within the

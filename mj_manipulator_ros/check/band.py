@@ -26,12 +26,23 @@ from mj_manipulator_ros.check.timeline import PlanMotion
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
 
-#: default step of the skew grid, s
+#: the finest step of the skew grid, s: a cell of the grid not certified at this width is split
+#: in four (in plan time and skew), down to the checker's ``max_depth``
 DELTA_STEP_S = 0.05
+#: the first step of the skew grid, s: the grid is refined by halves in skew, cell by cell,
+#: only where a cell is not certified (most of a plan's band is far from any contact)
+COARSE_STEP_S = 0.4
 
 
-def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DELTA_STEP_S):
+def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DELTA_STEP_S,
+               coarse_step: float = COARSE_STEP_S):
     """The band replay of ``plan`` on ``checker`` (a PlanReplayChecker, continuous model).
+
+    Each pair's band is sampled on the plan's own grid in t; in d, first every ``coarse_step``
+    (at most), then halved cell by cell where a cell is not certified, until the cells are at
+    most ``delta_step`` wide; a cell not certified then is split in four as before. Every cell
+    ends certified, colliding at a sampled state, or counted uncertified: the same certificate
+    as sampling the whole band at ``delta_step``, from fewer states.
 
     Returns:
         A ReplayReport with mode ``band``, ``skew``, and ``band_collision`` (the first colliding
@@ -39,40 +50,42 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
     """
     if not (np.isfinite(skew) and skew >= 0):
         raise ValueError(f"skew must be a finite number of seconds >= 0, got {skew!r}")
+    if not (delta_step > 0 and coarse_step >= delta_step):
+        raise ValueError(f"the skew grid needs 0 < delta_step <= coarse_step, got {delta_step!r} "
+                         f"and {coarse_step!r}")
     arms = checker.arm_names
     missing = [a for a in arms if a not in plan.arms]
     if missing:
         raise ValueError(f"the plan has no trajectory for arm(s) {missing}")
     duration = plan.duration
     times = np.asarray(plan[arms[0]].times, dtype=float)
-    n_delta = 1 if skew == 0 else max(2, int(np.ceil(2 * skew / delta_step)) + 1)
-    all_deltas = np.linspace(-skew, skew, n_delta)
+    n_t = times.size
     motion = PlanMotion(plan, {a: 0.0 for a in arms}, duration)
     base = {a: sample(plan[a], times)[0] for a in arms}
     table = {a: _RangeMax(times, motion, a) for a in arms}
-    cache: dict = {}
-    # the grid's states, kept as figures (a state object only where one is looked up)
-    grid: dict = {}   # (a, b) -> (time index, delta index, clearance (T, D), states)
     codes = _pair_codes(arms)
-
-    def on_grid(key) -> bool:
-        t_index, d_index = grid[key[:2]][:2]
-        return key[2] in t_index and key[3] in d_index
+    codes_of = {pair: code for code, pair in codes.items()}
+    cache: dict = {}
+    grids: dict = {}   # (a, b) -> ({skew: index}, clearance (T, F + 1), evaluated)
+    time_index = {round(float(t), 12): it for it, t in enumerate(times)}
 
     def evaluate(a: str, b: str, t: float, d: float):
+        """The state at (t, t + d) of pair (a, b) and whether it was evaluated just now (not a
+        state of the grid or of an earlier split)."""
         key = (a, b, round(t, 12), round(d, 12))
-        if key not in cache:
-            t_index, d_index, clear_table, row_states = grid[(a, b)]
-            it, jd = t_index.get(key[2]), d_index.get(key[3])
-            if it is not None and jd is not None:   # a grid state: evaluated already
-                found = row_states[jd * len(t_index) + it]
-                cache[key] = found if found.hits or found.overflow else \
-                    CheckedState(clearance={codes_of[(a, b)]: clear_table[it, jd]})
-                return cache[key]
-            poses = {x: sample(plan[x], [min(max(t, 0.0), duration)])[0][0] for x in arms}
-            poses[b] = sample(plan[b], [min(max(t + d, 0.0), duration)])[0][0]
-            cache[key] = checker._evaluate(poses)
-        return cache[key]
+        if key in cache:
+            return cache[key], False
+        d_index, clear_table, done = grids[(a, b)]
+        it, jd = time_index.get(key[2]), d_index.get(key[3])
+        if it is not None and jd is not None and done[it, jd]:   # a grid state: known
+            found = states_at[(a, b)][(it, jd)]
+            cache[key] = found if found.hits or found.overflow else \
+                CheckedState(clearance={codes_of[(a, b)]: clear_table[it, jd]})
+            return cache[key], False
+        poses = {x: sample(plan[x], [min(max(t, 0.0), duration)])[0][0] for x in arms}
+        poses[b] = sample(plan[b], [min(max(t + d, 0.0), duration)])[0][0]
+        cache[key] = checker._evaluate(poses)
+        return cache[key], True
 
     def travel(arm: str, ta, tb, half) -> np.ndarray:
         """Travel bound (m) of ``arm``'s geoms over half-widths ``half`` at its speed bound on
@@ -81,46 +94,70 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
         return np.max(checker._rho[arm] @ (speed * np.asarray(half)[:, None]).T, axis=0)
 
     states, state_times, state_clear, between = [], [], [], []
+    states_at: dict = {}   # (a, b) -> {(time index, skew index): state}
     uncertified = extra = 0
     first = None
-    codes_of = {pair: code for code, pair in codes.items()}
     still = {a for a in arms if not table[a].levels[0].any()}   # no joint moves: a constant
-    time_index = {round(float(t), 12): it for it, t in enumerate(times)}
     for a, b in itertools.combinations(arms, 2):  # d in [-skew, skew] covers both orders
         code = codes_of[(a, b)]
         # beside an arm that holds one pose all along, every (t, t + d) is a state of the
         # synchronized replay: the band of that pair is its diagonal
-        deltas = np.zeros(1) if a in still or b in still else all_deltas
-        n_delta = deltas.size
-        poses = dict(base)
-        poses[b] = sample(plan[b], np.clip(times[None, :] + deltas[:, None], 0.0, duration
-                                           ).ravel())[0]
-        poses.update({x: np.tile(base[x], (n_delta, 1)) for x in arms if x != b})
-        # every grid state at once, delta by delta (rows: delta-major, as the report lists them)
-        pair_states, table_all = checker._states(checker._qpos(poses), codes)
-        clear = np.minimum(table_all[:, code], checker.horizon).reshape(n_delta, times.size).T
-        hit = (table_all[:, code] < checker.margin).reshape(n_delta, times.size).T
-        grid[(a, b)] = (time_index, {round(float(d), 12): jd for jd, d in enumerate(deltas)},
-                        clear, pair_states)
-        states.extend(pair_states)
-        state_times.extend(np.tile(times, n_delta).tolist())
-        state_clear.append((code, clear.T.ravel()))
-        if first is None and hit.any():
-            jd = int(np.flatnonzero(hit.any(axis=0))[0])
-            it = int(np.flatnonzero(hit[:, jd])[0])
-            t, d = float(times[it]), float(deltas[jd])
+        if skew == 0 or a in still or b in still:
+            deltas, cells_d = np.zeros(1), np.zeros((1, 2), dtype=np.int64)
+        else:
+            coarse = max(1, int(np.ceil(2 * skew / coarse_step)))
+            halvings = max(0, int(np.ceil(np.log2(2 * skew / (coarse * delta_step)))))
+            n_fine = coarse << halvings   # the finest cells, each at most delta_step wide
+            deltas = np.linspace(-skew, skew, n_fine + 1)
+            cells_d = np.column_stack([np.arange(coarse), np.arange(1, coarse + 1)]) << halvings
+        clear = np.full((n_t, deltas.size), np.inf)
+        hit = np.zeros((n_t, deltas.size), dtype=bool)
+        done = np.zeros((n_t, deltas.size), dtype=bool)
+        grids[(a, b)] = ({round(float(d), 12): j for j, d in enumerate(deltas)}, clear, done)
+        here = states_at[(a, b)] = {}
+        # the cells: [t_i, t_i+1] x [d_lo, d_hi] by indices, every time interval at once
+        it = np.repeat(np.arange(max(n_t - 1, 1)), cells_d.shape[0])
+        lo, hi = np.tile(cells_d[:, 0], max(n_t - 1, 1)), np.tile(cells_d[:, 1], max(n_t - 1, 1))
+        stack = []
+        while it.size:
+            i1 = np.minimum(it + 1, n_t - 1)
+            # the corners not evaluated yet, in one batch (rows: skew-major, as listed)
+            ti = np.concatenate([it, it, i1, i1])
+            di = np.concatenate([lo, hi, lo, hi])
+            new = np.unique(di * n_t + ti)
+            new = new[~done[new % n_t, new // n_t]]
+            nt, nd = new % n_t, new // n_t
+            if new.size:
+                poses = {x: base[x][nt] for x in arms}
+                poses[b] = sample(plan[b], np.clip(times[nt] + deltas[nd], 0.0, duration))[0]
+                batch, table_all = checker._states(checker._qpos(poses), codes)
+                clear[nt, nd] = np.minimum(table_all[:, code], checker.horizon)
+                hit[nt, nd] = table_all[:, code] < checker.margin
+                done[nt, nd] = True
+                here.update(zip(zip(nt.tolist(), nd.tolist()), batch))
+                states.extend(batch)
+                state_times.extend(times[nt].tolist())
+                state_clear.append((code, clear[nt, nd]))
+            # certify every cell at once; refine only those that fail
+            ta, tb, da, db = times[it], times[i1], deltas[lo], deltas[hi]
+            corner_clear = np.minimum.reduce([clear[it, lo], clear[it, hi], clear[i1, lo],
+                                              clear[i1, hi]])
+            corner_hit = hit[it, lo] | hit[it, hi] | hit[i1, lo] | hit[i1, hi]
+            bound = (travel(a, ta, tb, (tb - ta) / 2)
+                     + travel(b, ta + da, tb + db, (tb - ta + db - da) / 2))
+            fail = ~corner_hit & (corner_clear - bound < checker.margin)
+            wide = fail & (hi - lo > 1)
+            narrow = np.flatnonzero(fail & (hi - lo <= 1))
+            stack.extend((float(ta[c]), float(tb[c]), float(da[c]), float(db[c]), 1)
+                         for c in narrow)
+            mid = (lo[wide] + hi[wide]) // 2
+            it = np.concatenate([it[wide], it[wide]])
+            lo, hi = np.concatenate([lo[wide], mid]), np.concatenate([mid, hi[wide]])
+        hits = np.argwhere(hit & done)   # (time index, skew index), time-major
+        if first is None and hits.size:
+            k = int(np.lexsort((np.abs(deltas[hits[:, 1]]), times[hits[:, 0]]))[0])
+            t, d = float(times[hits[k, 0]]), float(deltas[hits[k, 1]])
             first = (a, b, t, float(min(max(t + d, 0.0), duration)))
-        # certify the grid's cells at once; split only those that fail
-        it, jd = np.meshgrid(np.arange(times.size - 1), np.arange(max(n_delta - 1, 1)), indexing="ij")
-        it, jd = it.ravel(), jd.ravel()
-        jn = np.minimum(jd + 1, n_delta - 1)
-        ta, tb, da, db = times[it], times[it + 1], deltas[jd], deltas[jn]
-        corner_clear = np.minimum.reduce([clear[it, jd], clear[it, jn], clear[it + 1, jd],
-                                          clear[it + 1, jn]])
-        corner_hit = hit[it, jd] | hit[it, jn] | hit[it + 1, jd] | hit[it + 1, jn]
-        bound = travel(a, ta, tb, (tb - ta) / 2) + travel(b, ta + da, tb + db, (tb - ta + db - da) / 2)
-        todo = np.flatnonzero(~corner_hit & (corner_clear - bound < checker.margin))
-        stack = [(float(ta[c]), float(tb[c]), float(da[c]), float(db[c]), 1) for c in todo]
         if stack and checker.max_depth == 0:
             uncertified += len(stack)
             stack = []
@@ -130,9 +167,7 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
             new = [(tm, dm), (tm, da_), (tm, db_), (ta_, dm), (tb_, dm)] if db_ > da_ else [(tm, da_)]
             found = False
             for t, d in new:
-                key = (a, b, round(t, 12), round(d, 12))
-                fresh = key not in cache and not on_grid(key)
-                s = evaluate(a, b, t, d)
+                s, fresh = evaluate(a, b, t, d)
                 extra += fresh
                 if fresh and _hit(s, code):
                     between.append((t, s))
@@ -144,7 +179,7 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
             halves = ([(ta_, tm, da_, dm), (tm, tb_, da_, dm), (ta_, tm, dm, db_), (tm, tb_, dm, db_)]
                       if db_ > da_ else [(ta_, tm, da_, db_), (tm, tb_, da_, db_)])
             for c_ta, c_tb, c_da, c_db in halves:
-                cs = [evaluate(a, b, t, d) for t, d in ((c_ta, c_da), (c_ta, c_db), (c_tb, c_da),
+                cs = [evaluate(a, b, t, d)[0] for t, d in ((c_ta, c_da), (c_ta, c_db), (c_tb, c_da),
                                                         (c_tb, c_db))]
                 worst = min(_clear(c, code, checker) for c in cs)
                 bound = float(travel(a, np.array([c_ta]), np.array([c_tb]), [(c_tb - c_ta) / 2])[0]
@@ -176,8 +211,8 @@ class _RangeMax:
 
     def __init__(self, times: np.ndarray, motion: PlanMotion, arm: str) -> None:
         self.times = times
-        base = np.array([motion.speed_bound(float(times[i]), float(times[i + 1]))[arm]
-                         for i in range(times.size - 1)]) if times.size > 1 else np.zeros((1, 0))
+        base = motion.speed_bounds(times[:-1], times[1:])[arm] if times.size > 1 \
+            else np.zeros((1, 0))
         self.levels = [base]
         while 2 ** len(self.levels) <= base.shape[0]:
             prev, half = self.levels[-1], 2 ** (len(self.levels) - 1)
