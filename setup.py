@@ -61,14 +61,17 @@ setup(
                       # rosbags writes metadata.yaml with ruamel.yaml: its C emitter closes a bag
                       # holding the scene and the plan in 0.01 s instead of 0.8 s
                       "ruamel.yaml.clib"],
-    # three loops in C (plain CPython API, no numpy headers), each optional: without a compiler
+    # four loops in C (plain CPython API, no numpy headers), each optional: without a compiler
     # the Python reference implementation runs. The actuator twin's tick loop (a warning when
-    # missing) and the position controller's steady cycles (no FMA contraction: the same
-    # rounding as the numpy reference implementations); the replay's states (MuJoCo's own
-    # functions, the same figures as the reference).
+    # missing), the position controller's steady cycles and the stop search's rate samples (no
+    # FMA contraction: the same rounding as the numpy reference implementations); the replay's
+    # states (MuJoCo's own functions, the same figures as the reference).
     ext_modules=[Extension(f"{PACKAGE}.sim.{name}", [f"{PACKAGE}/sim/{name}.c"],
                            extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
-                 for name in ("_twin_kernel", "_follow_kernel")] + mujoco_kernel(),
+                 for name in ("_twin_kernel", "_follow_kernel")]
+                + [Extension(f"{PACKAGE}.core._rate_kernel", [f"{PACKAGE}/core/_rate_kernel.c"],
+                             extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)]
+                + mujoco_kernel(),
     zip_safe=False,
     maintainer="mj_manipulator_ros maintainers",
     maintainer_email="maintainers@mj-manipulator-ros.invalid",

@@ -101,3 +101,45 @@ def test_a_joint_bounded_at_zero_is_treated_as_plan_ramp_treats_it() -> None:
         assert np.isfinite(reference).all(), (limits, reference)
         assert np.array_equal(stop_ends(plan, bounds, starts, 1.0), reference, equal_nan=True), \
             limits
+
+
+def test_the_compiled_samples_give_the_numpy_figures() -> None:
+    """The search's rate samples and the sent goals' spline samples in C (core/_rate_kernel.c)
+    against their numpy reference (the code that runs without a compiler), bit for bit: each
+    request's peak use of its limits for random ramps (slowing down and running on to the
+    plan's end), every request's ramp length and whether it fits none, and where its goals
+    rest, on the crossing plan and random plans of each interpolation, with a bound of 0
+    (0 / 0) and unbounded joints among them."""
+    from mj_manipulator_ros.core import stop_ends as module
+
+    assert module.KERNEL is not None, "core/_rate_kernel.c was not built (make setup)"
+    rng = np.random.default_rng(7)
+    crossing = load_plan(share_dir() / "config/plans/openarm_crossing.yaml")
+    cases = [(crossing, config_bounds(crossing, load_config(config_file("sim_openarm.yaml"))))]
+    for kind in ("cubic", "quintic", "linear"):
+        plan = random_plan(rng, kind)
+        limits = {a: {j: (float(rng.choice([0.0, rng.uniform(1.5, 6.0)])),
+                          None if rng.random() < 0.3 else float(rng.uniform(4.0, 20.0)))
+                      for j in plan[a].joint_names} for a in plan.arm_names}
+        cases.append((plan, joint_bounds(plan, limits, float(rng.uniform(3.0, 10.0)))))
+    for plan, bounds in cases:
+        s0 = np.sort(rng.uniform(0.01, plan.duration, 40))
+        for speed in (1.0, 0.4):
+            idx = np.arange(s0.size)
+            T = rng.uniform(0.02, 1.5, s0.size)
+            f1 = np.where(rng.random(s0.size) < 0.2, speed, 0.0)
+            f0 = np.full(s0.size, speed)
+            peaks = [module._Search(plan, bounds, s0, speed, kernel=k)._peaks(idx, f0, f1, T)
+                     for k in (module.KERNEL, None)]
+            assert np.array_equal(peaks[0], peaks[1], equal_nan=True), speed
+            fast = module._Search(plan, bounds, s0, speed).lengths()
+            slow = module._Search(plan, bounds, s0, speed, kernel=None).lengths()
+            assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1]), speed
+            # the goals as sent, on their own splines: their peak use and where they rest
+            goals = [module._SentGoals(plan, bounds, speed, kernel=k) for k in (module.KERNEL,
+                                                                                 None)]
+            peaks = [g._peaks(s0, T, f1) for g in goals]
+            assert np.array_equal(peaks[0], peaks[1], equal_nan=True), speed
+            ok = ~fast[1]
+            assert np.array_equal(goals[0].ends(s0[ok], fast[0][ok]),
+                                  goals[1].ends(s0[ok], fast[0][ok]), equal_nan=True), speed

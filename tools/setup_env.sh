@@ -53,7 +53,7 @@ fingerprint() {
     echo "ros=$ROS system_ros=$SYSTEM_ROS python=$("$PY" -c 'import sys; print(sys.version)')"
     find "$CONSTRAINTS" interfaces tools/setup_env.sh tools/build_interfaces.sh tools/cmake \
       setup.py setup.cfg package.xml mj_manipulator_ros/sim/_twin_kernel.c mj_manipulator_ros/sim/_follow_kernel.c \
-      mj_manipulator_ros/check/_contact_kernel.c -type f -print0 | sort -z | xargs -0 sha256sum
+      mj_manipulator_ros/check/_contact_kernel.c mj_manipulator_ros/core/_rate_kernel.c -type f -print0 | sort -z | xargs -0 sha256sum
   } | sha256sum | cut -d' ' -f1
 }
 WANT="$(fingerprint)"

@@ -120,14 +120,7 @@ def sample_rates(traj: ArmTrajectory, times) -> tuple[np.ndarray, np.ndarray]:
     seg = np.searchsorted(traj.times, ts, side="right") - 1
     np.minimum(np.maximum(seg, 0, out=seg), n - 2, out=seg)
     t0, t1 = traj.times[seg], traj.times[seg + 1]
-    key = id(traj)
-    c = _rate_coefficients.get(key)
-    if c is None:
-        c = np.ascontiguousarray(_coefficients(traj)[..., j:])
-        c.setflags(write=False)
-        _rate_coefficients[key] = c
-        weakref.finalize(traj, _rate_coefficients.pop, key, None)
-    d = c[seg]                                          # (M, 6, 2J)
+    d = rate_coefficients(traj)[seg]                    # (M, 6, 2J)
     x = (np.minimum(np.maximum(ts, t0), t1) - t0)[..., None]
     r = d[..., 5, :]
     for k in (4, 3, 2, 1, 0):
@@ -137,6 +130,19 @@ def sample_rates(traj: ArmTrajectory, times) -> tuple[np.ndarray, np.ndarray]:
     v[outside] = 0.0
     a[outside] = 0.0
     return v, a
+
+
+def rate_coefficients(traj: ArmTrajectory) -> np.ndarray:
+    """Every segment's velocity and acceleration coefficients of ``traj`` (N >= 2), (N-1, 6,
+    2J), lowest power first, C-contiguous and read-only, kept while the trajectory lives."""
+    key = id(traj)
+    c = _rate_coefficients.get(key)
+    if c is None:
+        c = np.ascontiguousarray(_coefficients(traj)[..., traj.positions.shape[1]:])
+        c.setflags(write=False)
+        _rate_coefficients[key] = c
+        weakref.finalize(traj, _rate_coefficients.pop, key, None)
+    return c
 
 
 #: id of a trajectory -> its segments' velocity and acceleration coefficients (N-1, 6, 2J)

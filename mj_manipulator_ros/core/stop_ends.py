@@ -22,9 +22,14 @@ from typing import Mapping
 
 import numpy as np
 
-from mj_manipulator_ros.core.interpolation import (_with_derivatives, interpolation_of, sample,
-                                                    sample_rates, segment_coefficients)
+from mj_manipulator_ros.core.interpolation import (_with_derivatives, interpolation_of,
+                                                    rate_coefficients, sample, sample_rates,
+                                                    segment_coefficients)
 from mj_manipulator_ros.core.plan import MultiArmPlan
+try:   # the search's rate samples in C (core/_rate_kernel.c); the numpy code otherwise
+    from mj_manipulator_ros.core import _rate_kernel as KERNEL
+except ImportError:   # pragma: no cover - built by setup.py wherever a compiler is
+    KERNEL = None
 from mj_manipulator_ros.core.time_scaling import (CHECK_SPACING_S, FINAL_GROWTH, FINAL_TRIES,
                                                    KNOT_SPACING_S, MAX_RAMP_S, MIN_RAMP_S,
                                                    REFINE_STEPS, SEARCH_GROWTH, SEARCH_SPACING_S,
@@ -72,9 +77,10 @@ class _Search:
     """plan_ramp's search for the ramp's length, for K requests in lockstep."""
 
     def __init__(self, plan: MultiArmPlan, bounds: Mapping[str, JointBounds], s0: np.ndarray,
-                 f0: float) -> None:
+                 f0: float, kernel=KERNEL) -> None:
         self.plan, self.bounds, self.s0, self.f0 = plan, bounds, s0, float(f0)
         self.remaining = plan.duration - s0
+        self.kernel = kernel   # None: the numpy code (the kernel's reference)
 
     def _shape(self, T: np.ndarray, remaining: np.ndarray):
         """Per request, plan_ramp's ``shape(T)``: (f0, f1, duration) of the scaling and whether
@@ -98,8 +104,19 @@ class _Search:
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         worst = np.zeros(idx.size)
         for arm, traj in self.plan.arms.items():
-            v, a = sample_rates(traj, self.s0[idx][owner] + advanced)
             b = self.bounds[arm]
+            ts = self.s0[idx][owner] + advanced
+            if self.kernel is not None and traj.times.size >= 2 and traj.positions.shape[1]:
+                peaks = np.empty((2, idx.size))
+                self.kernel.peaks(np.ascontiguousarray(traj.times, dtype=float),
+                                  rate_coefficients(traj), ts, rate, rate_dot,
+                                  np.ascontiguousarray(b.velocity, dtype=float),
+                                  np.ascontiguousarray(b.acceleration, dtype=float),
+                                  starts.astype(np.int64), peaks[0], peaks[1])
+                for m in peaks:   # velocity, then acceleration, as below
+                    worst = np.where(m > worst, m, worst)
+                continue
+            v, a = sample_rates(traj, ts)
             for values, limit in ((v * rate[:, None], b.velocity),
                                   (a * (rate**2)[:, None] + v * rate_dot[:, None],
                                    b.acceleration)):
@@ -190,8 +207,10 @@ class _SentGoals:
     #: gathers its segment's coefficients, 6 x 3J numbers per arm)
     BATCH_SAMPLES = 40_000
 
-    def __init__(self, plan: MultiArmPlan, bounds: Mapping[str, JointBounds], f0: float) -> None:
+    def __init__(self, plan: MultiArmPlan, bounds: Mapping[str, JointBounds], f0: float,
+                 kernel=KERNEL) -> None:
         self.plan, self.bounds, self.f0 = plan, bounds, float(f0)
+        self.kernel = kernel   # None: the numpy code (the kernel's reference)
 
     def ends(self, s0: np.ndarray, T: np.ndarray) -> np.ndarray:
         """(K,) the ramp's end plan time per request at plan time ``s0`` with searched length
@@ -277,15 +296,26 @@ class _SentGoals:
             i0 = np.flatnonzero(inner)
             c = segment_coefficients(p[i0], vel[i0], acc[i0], p[i0 + 1], vel[i0 + 1],
                                      acc[i0 + 1], tau[i0 + 1] - tau[i0], kind)
-            d = _with_derivatives(np.moveaxis(c, 0, 1))[rows]
             J = p.shape[1]
+            b = self.bounds[arm]
+            if self.kernel is not None and J:
+                peaks = np.empty((2, s0.size))
+                self.kernel.goal_peaks(
+                    np.ascontiguousarray(_with_derivatives(np.moveaxis(c, 0, 1))),
+                    rows.astype(np.int64), np.ascontiguousarray(xs[:, 0]),
+                    beyond.astype(np.uint8), np.ascontiguousarray(b.velocity, dtype=float),
+                    np.ascontiguousarray(b.acceleration, dtype=float), starts.astype(np.int64),
+                    peaks[0], peaks[1])
+                for m in peaks:   # velocity, then acceleration, as below
+                    worst = np.where(m > worst, m, worst)
+                continue
+            d = _with_derivatives(np.moveaxis(c, 0, 1))[rows]
             r = d[..., 5, :]
             for k in (4, 3, 2, 1, 0):
                 r = d[..., k, :] + xs * r
             gv, ga = r[..., J:2 * J], r[..., 2 * J:]
             gv[beyond] = 0.0
             ga[beyond] = 0.0
-            b = self.bounds[arm]
             for values, limit in ((gv, b.velocity), (ga, b.acceleration)):
                 with np.errstate(divide="ignore", invalid="ignore"):
                     ratio = np.where(np.isfinite(limit), np.abs(values) / limit, 0.0)
