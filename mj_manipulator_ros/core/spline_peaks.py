@@ -16,6 +16,7 @@ jerk (a quadratic) vanishes; the roots are computed for every segment and joint 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,22 @@ class SegmentPeaks:
 
 
 def segment_peaks(traj: ArmTrajectory) -> SegmentPeaks:
-    """Exact extremes of the executed spline of every segment (empty arrays for one waypoint)."""
+    """Exact extremes of the executed spline of every segment (empty arrays for one waypoint).
+    Computed once per trajectory (its arrays are read-only: they cannot go stale) and kept
+    while it lives: validation and the pre-flight replay's range check ask for the same."""
+    key = id(traj)
+    peaks = _peaks_of.get(key)
+    if peaks is None:
+        peaks = _peaks_of[key] = _segment_peaks(traj)
+        weakref.finalize(traj, _peaks_of.pop, key, None)
+    return peaks
+
+
+#: id of a trajectory -> its SegmentPeaks (arrays read-only), while the trajectory lives
+_peaks_of: dict[int, SegmentPeaks] = {}
+
+
+def _segment_peaks(traj: ArmTrajectory) -> SegmentPeaks:
     n, j = traj.positions.shape
     if n < 2:
         empty = np.zeros((0, j))
@@ -57,7 +73,10 @@ def segment_peaks(traj: ArmTrajectory) -> SegmentPeaks:
     p_lo, p_hi = _extremes(c, v, Tb)
     v_lo, v_hi = _extremes(v, a, Tb)
     a_lo, a_hi = _extremes(a, jerk, Tb)
-    return SegmentPeaks(np.maximum(-v_lo, v_hi), np.maximum(-a_lo, a_hi), p_lo, p_hi)
+    out = SegmentPeaks(np.maximum(-v_lo, v_hi), np.maximum(-a_lo, a_hi), p_lo, p_hi)
+    for values in (out.velocity, out.acceleration, out.position_min, out.position_max):
+        values.flags.writeable = False   # shared by every caller
+    return out
 
 
 def _extremes(poly: np.ndarray, deriv: np.ndarray, T: np.ndarray
