@@ -103,9 +103,21 @@ def test_failure_times_without_a_controlled_stop_count_as_cancels(tmp_path) -> N
 
 
 def test_the_band_needs_the_progress_watch(tmp_path) -> None:
+    """Without the watch on arms out of step nothing bounds the band: an error naming the
+    setting, from the gate too (its width is computed beside the synchronized replay); a plan
+    that collides on time is refused for that, as before (the band is not its verdict)."""
     cfg = turns_config(tmp_path).with_execution(max_progress_skew_s=0.0)
     with pytest.raises(ConfigError, match="max_progress_skew_s"):
         failure_band(take_turns(gap=0.2), cfg)
+    gate = PreflightCheck(cfg)
+    with pytest.raises(ConfigError, match="max_progress_skew_s"):
+        gate(take_turns(gap=0.2))
+    both = take_turns(gap=0.2)   # the right arm swings toward the left at the left's time
+    both = MultiArmPlan({"left": both["left"], "right": ArmTrajectory(
+        ("right_j1", "right_j2"), both["left"].times, -both["left"].positions,
+        -both["left"].velocities)})
+    with pytest.raises(PlanRefused, match="collides when replayed synchronized"):
+        gate(both)
 
 
 @pytest.mark.parametrize("name", ["openarm_crossing", "openarm_wave"])

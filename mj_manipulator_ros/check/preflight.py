@@ -8,6 +8,7 @@ The executor only takes a ``plan -> None`` callable; program entry points build 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from types import SimpleNamespace
 from typing import Callable, Mapping, Optional
@@ -15,7 +16,7 @@ from typing import Callable, Mapping, Optional
 import numpy as np
 
 from mj_manipulator_ros.check.failure_band import FailureBand, failure_band
-from mj_manipulator_ros.check.replay_checker import PlanReplayChecker
+from mj_manipulator_ros.check.replay_checker import JOIN_S, PlanReplayChecker
 from mj_manipulator_ros.check.report import ReplayReport
 from mj_manipulator_ros.check.stop_envelope import has_limits
 from mj_manipulator_ros.check.stop_fit import StopFit, fit_stop_limits
@@ -136,27 +137,67 @@ class PreflightCheck:
         """The synchronized replay of ``plan`` (every arm of the scene) and, when it is clear
         and more than one arm is in it, its band replay and the band's width from ``moving``
         (the arms the plan moves); the grippers where ``grippers`` has them."""
-        report = self.checker.check(plan, mode="synchronized", continuous=True,
-                                    grippers=grippers)
-        if not report.collision_free or len(plan.arm_names) < 2:
+        several = len(plan.arm_names) >= 2
+        # the band's width is computed beside the synchronized replay (both mostly C with the
+        # GIL released): used only when the replay is clear, as before
+        width = _Beside(failure_band, moving, self.config) \
+            if several and plan_fingerprint(moving) not in self._bands else None
+        try:
+            report = self.checker.check(plan, mode="synchronized", continuous=True,
+                                        grippers=grippers)
+        finally:
+            computed = width.result() if width is not None else None
+        if not report.collision_free or not several:
             return report, None, None
-        need = self.band(moving)
+        if isinstance(computed, Exception):
+            raise computed
+        need = self.band(moving, computed)
         return report, self.checker.check(plan, mode="band", skew=need.skew_s,
                                           grippers=grippers), need
 
-    def band(self, plan: MultiArmPlan) -> FailureBand:
+    def band(self, plan: MultiArmPlan, computed: Optional[FailureBand] = None) -> FailureBand:
         """The stop band of ``plan`` (``check/failure_band.py``), computed once per plan: kept
         by the plan's fingerprint (every arm's names, times and values; the configuration is
         this gate's own). The arms a plan leaves out stand still (no velocity, no
-        acceleration): they never bind a stop's ramp, so the band is the moving arms' own."""
+        acceleration): they never bind a stop's ramp, so the band is the moving arms' own.
+        ``computed``: the band of ``plan`` already computed (kept as if computed here)."""
         key = plan_fingerprint(plan)
         band = self._bands.get(key)
         if band is None:
-            band = self._bands[key] = failure_band(plan, self.config)
+            band = self._bands[key] = computed if computed is not None \
+                else failure_band(plan, self.config)
             while len(self._bands) > self.BANDS_KEPT:
                 self._bands.popitem(last=False)
         self._bands.move_to_end(key)
         return band
+
+
+class _Beside:
+    """``fn(*args)`` in a thread of its own, started at once; :meth:`result` joins it (bounded)
+    and gives its return value or the exception it raised."""
+
+    def __init__(self, fn: Callable, *args) -> None:
+        self._out: list = []
+
+        def run() -> None:
+            try:
+                self._out.append(fn(*args))
+            except Exception as exc:   # noqa: BLE001 - handed to the caller's thread
+                self._out.append(exc)
+        self._thread = threading.Thread(target=run, name="mjmr-preflight-band", daemon=True)
+        try:
+            self._thread.start()
+        except RuntimeError:   # no thread to be had (the process's limit): computed here
+            self._thread = None
+            run()
+
+    def result(self) -> object:
+        if self._thread is not None:
+            self._thread.join(JOIN_S)
+            if self._thread.is_alive():
+                return RuntimeError(f"the stop band's width was not computed within {JOIN_S:g} "
+                                    "s (thread mjmr-preflight-band still running)")
+        return self._out[0]
 
 
 def plan_fingerprint(plan: MultiArmPlan) -> str:
