@@ -22,7 +22,7 @@ from dataclasses import replace
 import numpy as np
 
 from mj_manipulator_ros.check.checked_state import CheckedState
-from mj_manipulator_ros.check.timeline import PlanMotion
+from mj_manipulator_ros.check.timeline import PlanMotion, synchronized_motion
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
 
@@ -60,7 +60,7 @@ def check_band(checker, plan: MultiArmPlan, skew: float, delta_step: float = DEL
     duration = plan.duration
     times = np.asarray(plan[arms[0]].times, dtype=float)
     n_t = times.size
-    motion = PlanMotion(plan, {a: 0.0 for a in arms}, duration)
+    motion = synchronized_motion(plan)   # the synchronized replay's, where it ran first
     base = {a: sample(plan[a], times)[0] for a in arms}
     table = {a: _RangeMax(times, motion, a) for a in arms}
     codes = _pair_codes(arms)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import json
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
@@ -134,6 +135,23 @@ class PlanMotion:
         return out
 
 
+def synchronized_motion(plan: MultiArmPlan) -> PlanMotion:
+    """The :class:`PlanMotion` of ``plan`` with every arm on one clock from 0, made once per plan
+    and kept while it lives (its arrays are read-only): the synchronized replay and the band
+    replay of one plan share its dense velocity profile."""
+    key = id(plan)
+    motion = _motions.get(key)
+    if motion is None:
+        motion = _motions[key] = PlanMotion(plan, {a: 0.0 for a in plan.arm_names},
+                                            plan.duration)
+        weakref.finalize(plan, _motions.pop, key, None)
+    return motion
+
+
+#: id of a plan -> its synchronized PlanMotion, while the plan lives
+_motions: dict[int, PlanMotion] = {}
+
+
 def _grid(plan: MultiArmPlan, dt: Optional[float], duration: float) -> np.ndarray:
     if dt is None:  # the plan's own grid (validated plans share it)
         return np.asarray(next(iter(plan.arms.values())).times, dtype=float)
@@ -182,7 +200,8 @@ def build_timeline(plan: MultiArmPlan, mode: ReplayMode | str, dt: Optional[floa
     else:
         times = _grid(plan, dt, end)
     positions = {a: sample(plan[a], times - starts[a])[0] for a in arms}
-    motion = PlanMotion(plan, starts, end)
+    motion = synchronized_motion(plan) if mode is ReplayMode.SYNCHRONIZED \
+        and set(arms) == set(plan.arm_names) else PlanMotion(plan, starts, end)
     return Timeline(times, positions, motion.pose_at, motion.speed_bound, motion.speed_bounds)
 
 
