@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -64,16 +65,28 @@ def trajectory_msg(traj: ArmTrajectory, stamp: StartStamp | None = None,
 
 def trajectory_from_msg(msg: JointTrajectory, arm: str = "") -> ArmTrajectory:
     """An ArmTrajectory from a JointTrajectory (header ignored). Sizes are checked per point."""
-    times = [duration_s(p.time_from_start) for p in msg.points]
-    def rows(field: str):
-        values = [list(getattr(p, field)) for p in msg.points]
-        present = [len(v) > 0 for v in values]
-        if not any(present):
-            return None
-        return values  # ArmTrajectory reports the first row whose size is wrong
+    points = msg.points
+    times = [duration_s(p.time_from_start) for p in points]
+    positions = _rows([p.positions for p in points])
+    velocities = _rows([p.velocities for p in points])
+    accelerations = _rows([p.accelerations for p in points])
     return ArmTrajectory(tuple(msg.joint_names), np.asarray(times, dtype=float),
-                         [list(p.positions) for p in msg.points], rows("velocities"),
-                         rows("accelerations"), arm=arm)
+                         [[] for _ in points] if positions is None else positions,
+                         velocities, accelerations,
+                         arm=arm)
+
+
+def _rows(values: list) -> np.ndarray | list | None:
+    """One field of every point: None when every point leaves it empty; (N, J) floats when
+    every point has J of them as rclpy gives them (``array.array('d')``: read as one buffer);
+    else the rows as lists (ArmTrajectory reports the first row whose size is wrong)."""
+    sizes = {len(v) for v in values}
+    if sizes <= {0}:
+        return None
+    if len(sizes) == 1 and all(isinstance(v, array.array) and v.typecode == "d" for v in values):
+        return np.frombuffer(b"".join(v.tobytes() for v in values), dtype=float
+                             ).reshape(len(values), sizes.pop())
+    return [list(v) for v in values]
 
 
 def split_combined(msg: JointTrajectory, config: ExecutorConfig) -> MultiArmPlan:
