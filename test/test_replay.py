@@ -620,6 +620,31 @@ def test_a_grazing_contact_between_every_sample_of_the_band_is_refused(tmp_path)
     assert band.band_collision["arms"] == ["left", "right"], band.band_collision
 
 
+def test_the_band_takes_its_diagonal_from_the_synchronized_replay(tmp_path) -> None:
+    """The band's states at d = 0 are the synchronized replay's (the same poses, the same
+    arm-arm geoms): given that replay's report, the band's report is the same field for field
+    with them taken from it; a report of another plan, of the same plan with the grippers
+    elsewhere, or one that found a contact, is not used (the band evaluates them itself)."""
+    from mj_manipulator_ros.core.config import load_config
+    from mj_manipulator_ros.core.plan_io import load_plan
+    from mj_manipulator_ros.resources import config_file, share_dir
+
+    openarm = PlanReplayChecker.from_scene(scene_for(load_config(config_file("sim_openarm.yaml"))))
+    plan = load_plan(share_dir() / "config/plans/openarm_wave.yaml")
+    sync = openarm.check(plan)
+    assert openarm._diagonal(sync, plan, {}) is not None
+    alone = openarm.check(plan, mode="band", skew=0.5)
+    taken = openarm.check(plan, mode="band", skew=0.5, diagonal=openarm.check(plan))
+    assert taken.to_dict() == alone.to_dict() and taken.states_checked > plan["left"].times.size
+    other = MultiArmPlan(dict(plan.arms))   # the same trajectories, another plan object
+    assert openarm._diagonal(sync, other, {}) is None
+    assert openarm._diagonal(openarm.check(plan), plan, {"left_gripper": 0.01}) is None
+    checker, _ = checker_for(scene_config(tmp_path))
+    colliding = plan_of(SWING, STILL, T)
+    report = checker.check(colliding)
+    assert not report.collision_free and checker._diagonal(report, colliding, {}) is None
+
+
 @pytest.mark.parametrize("separation", [0.55, 1.05])
 def test_the_band_beside_an_arm_that_holds_is_the_synchronized_replay(tmp_path, separation) -> None:
     """One arm swings, the other holds one pose all along: every pair of plan times within the

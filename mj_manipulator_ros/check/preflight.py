@@ -153,7 +153,7 @@ class PreflightCheck:
             raise computed
         need = self.band(moving, computed)
         return report, self.checker.check(plan, mode="band", skew=need.skew_s,
-                                          grippers=grippers), need
+                                          grippers=grippers, diagonal=report), need
 
     def band(self, plan: MultiArmPlan, computed: Optional[FailureBand] = None) -> FailureBand:
         """The stop band of ``plan`` (``check/failure_band.py``), computed once per plan: kept

@@ -32,6 +32,7 @@ MuJoCo distances. An interval not certified at ``max_depth`` counts against the 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import sys
 import threading
@@ -143,6 +144,8 @@ class PlanReplayChecker:
         self.base_qpos = np.array(base_qpos, dtype=float)
         self._lock = threading.Lock()  # one check at a time on the checker's own MjData
         self._ranges_ok: Optional[MultiArmPlan] = None  # the last plan found inside the ranges
+        #: the latest synchronized continuous replay: (report, plan, grippers as stood)
+        self._synchronized: Optional[tuple] = None
         # Copies of the model: geom margins raised so that pairs closer than `horizon` report a
         # distance (continuous check, clearances), or only up to `margin` (discrete check:
         # collisions only); "pairs" is "near" with arm-arm pairs only (the stop band's).
@@ -417,11 +420,16 @@ class PlanReplayChecker:
               timeline: Optional[Timeline] = None,
               progress: Optional[Callable[[int, int], None]] = None,
               skew: Optional[float] = None,
-              grippers: Optional[Mapping[str, float]] = None) -> ReplayReport:
+              grippers: Optional[Mapping[str, float]] = None,
+              diagonal: Optional[ReplayReport] = None) -> ReplayReport:
         """Replay and check. Give a ``plan`` (with ``mode``/``dt``/``skews``) or a ready
         ``timeline`` (e.g. from a recording, with mode ``recorded``). ``grippers``: where the
         arms' gripper joints stand (joint -> rad or m, as measured); a gripper joint not given
         stands at the reference pose. The report says where each stood.
+
+        ``diagonal`` (band mode): this checker's latest synchronized, continuous report, of the
+        same plan object with the same grippers, clear: its arm-arm states are the band's at
+        d = 0 and are taken from it, not evaluated again (any other report: ignored).
 
         Raises:
             JointLimitError: a gripper position outside its joint's range (widened by
@@ -433,10 +441,28 @@ class PlanReplayChecker:
             self._base, held = self._gripper_pose(grippers or {})
             try:
                 report = self._check_mode(plan, mode, dt, continuous, skews, every, timeline,
-                                          progress, skew)
+                                          progress, skew, self._diagonal(diagonal, plan, held))
             finally:
                 self._base = self.base_qpos
-            return dataclasses.replace(report, grippers=held) if held else report
+            out = dataclasses.replace(report, grippers=held) if held else report
+            if ReplayMode(mode) is ReplayMode.SYNCHRONIZED and continuous and timeline is None \
+                    and dt is None and every == 1 and plan is not None:
+                self._synchronized = (out, plan, held)   # the band's diagonal, for its check
+            return out
+
+    def _diagonal(self, report: Optional[ReplayReport], plan, held: dict
+                  ) -> Optional[dict[int, np.ndarray]]:
+        """Pair code -> clearance (T,) of the band's states at d = 0, from ``report`` where it
+        is this checker's latest synchronized report of ``plan`` with the grippers at
+        ``held``, clear with no full contact buffer; else None."""
+        last = self._synchronized
+        if report is None or last is None or report is not last[0] or plan is not last[1] \
+                or held != last[2] or not report.collision_free:
+            return None
+        n = len(self.arm_names)
+        return {min(i, k) * (n + 1) + max(i, k): report.clearance_traces[f"{a}-{b}"]
+                for (i, a), (k, b) in itertools.combinations(enumerate(self.arm_names), 2)
+                if f"{a}-{b}" in report.clearance_traces}
 
     def gripper_positions(self) -> dict[str, float]:
         """Every arm's gripper joint at the reference pose (joint -> rad or m)."""
@@ -468,7 +494,7 @@ class PlanReplayChecker:
                       for j, (a, k) in where.items()}
 
     def _check_mode(self, plan, mode, dt, continuous, skews, every, timeline, progress,
-                    skew) -> ReplayReport:
+                    skew, diagonal=None) -> ReplayReport:
         if ReplayMode(mode) is not ReplayMode.BAND:
             return self._check(plan, mode, dt, continuous, skews, every, timeline, progress)
         if plan is None or skew is None:
@@ -476,7 +502,7 @@ class PlanReplayChecker:
         self.model, self.data, self._reach_now = self._models["pairs"]
         self._check_ranges(plan, None)
         overflow_before = self.overflow_states
-        report = check_band(self, plan, skew)
+        report = check_band(self, plan, skew, diagonal=diagonal)
         overflow = self.overflow_states - overflow_before
         return dataclasses.replace(report, contact_overflow_states=overflow) \
             if overflow else report
