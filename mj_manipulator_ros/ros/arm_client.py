@@ -386,8 +386,9 @@ class ArmRun:
             return
         # the goal message is built before the gate (a 1,401-point plan is ~1,400 Python
         # objects: tens of ms on a loaded machine, which would come out of the start lead);
-        # only its stamp is set once the gate opens
-        goal = self._goal(self.trajectory, None)
+        # only its stamp is set once the gate opens. Its points are the trajectory's shared
+        # ones: the executor has them made while the pre-flight gate runs
+        goal = self._goal(self.trajectory, None, shared=True)
         self.probe_s = self._probe_round_trip()
         if self.scope.canceled:
             return
@@ -695,12 +696,13 @@ class ArmRun:
                 return
             self.scope.fail(failure)
 
-    def _goal(self, trajectory: ArmTrajectory, stamp,
-              replacement: bool = False) -> FollowJointTrajectory.Goal:
+    def _goal(self, trajectory: ArmTrajectory, stamp, replacement: bool = False,
+              shared: bool = False) -> FollowJointTrajectory.Goal:
         """The goal message for ``trajectory`` (model names) in its controller's names; a
-        ``replacement`` with :attr:`replacement_tolerances`."""
+        ``replacement`` with :attr:`replacement_tolerances`; ``shared``: with the
+        trajectory's shared points (``conversion.trajectory_points``)."""
         goal = FollowJointTrajectory.Goal()
-        goal.trajectory = trajectory_msg(trajectory, stamp, self._to_wire)
+        goal.trajectory = trajectory_msg(trajectory, stamp, self._to_wire, shared)
         tolerances = self.replacement_tolerances if replacement and \
             self.replacement_tolerances is not None else self.tolerances
         if tolerances is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import weakref
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -43,24 +44,51 @@ def time_ns(msg: Time) -> int:
 
 
 def trajectory_msg(traj: ArmTrajectory, stamp: StartStamp | None = None,
-                   names: Mapping[str, str] | None = None) -> JointTrajectory:
+                   names: Mapping[str, str] | None = None, shared: bool = False
+                   ) -> JointTrajectory:
     """A JointTrajectory for one arm; ``header.stamp`` = stamp (0 when None); ``names``: model
-    name -> the name its controller uses (``ArmConfig.to_wire``; None: the plan's names)."""
+    name -> the name its controller uses (``ArmConfig.to_wire``; None: the plan's names).
+    ``shared``: its points are :func:`trajectory_points`' (made once per trajectory, shared by
+    every message that asks: read them, never change them); else points of its own."""
     msg = JointTrajectory()
     msg.joint_names = [names.get(j, j) for j in traj.joint_names] if names \
         else list(traj.joint_names)
     if stamp is not None:
         msg.header.stamp = time_msg(stamp)
+    msg.points = list(trajectory_points(traj)) if shared else _points(traj)
+    return msg
+
+
+def trajectory_points(traj: ArmTrajectory) -> list[JointTrajectoryPoint]:
+    """The points of ``traj``'s message, made once per trajectory (its arrays are read-only)
+    and kept while it lives: a plan's goal is built before it is needed (a 1,401-point arm is
+    about 10 ms of Python objects) and again by nobody. Shared: never change them."""
+    key = id(traj)
+    points = _points_of.get(key)
+    if points is None:
+        points = _points_of[key] = _points(traj)
+        weakref.finalize(traj, _points_of.pop, key, None)
+    return points
+
+
+#: id of a trajectory -> its message's points, while the trajectory lives
+_points_of: dict[int, list] = {}
+
+
+def _points(traj: ArmTrajectory) -> list[JointTrajectoryPoint]:
+    out = []
+    fields = [(name, values) for name, values in (
+        ("positions", traj.positions), ("velocities", traj.velocities),
+        ("accelerations", traj.accelerations)) if values is not None]
     for i in range(traj.times.size):
         p = JointTrajectoryPoint()
-        p.positions = traj.positions[i].tolist()
-        if traj.velocities is not None:
-            p.velocities = traj.velocities[i].tolist()
-        if traj.accelerations is not None:
-            p.accelerations = traj.accelerations[i].tolist()
+        for name, values in fields:   # rclpy keeps an array.array('d') as given
+            row = array.array("d")
+            row.frombytes(values[i].tobytes())
+            setattr(p, name, row)
         p.time_from_start = duration_msg(float(traj.times[i]))
-        msg.points.append(p)
-    return msg
+        out.append(p)
+    return out
 
 
 def trajectory_from_msg(msg: JointTrajectory, arm: str = "") -> ArmTrajectory:
@@ -77,12 +105,17 @@ def trajectory_from_msg(msg: JointTrajectory, arm: str = "") -> ArmTrajectory:
 
 
 def _rows(values: list) -> np.ndarray | list | None:
-    """One field of every point: None when every point leaves it empty; (N, J) floats when
-    every point has J of them as rclpy gives them (``array.array('d')``: read as one buffer);
-    else the rows as lists (ArmTrajectory reports the first row whose size is wrong)."""
+    """One field of every point: None when every point leaves it empty, else
+    :func:`point_rows`."""
+    return None if all(len(v) == 0 for v in values) else point_rows(values)
+
+
+def point_rows(values: list) -> np.ndarray | list:
+    """One field of every point (``[p.positions for p in points]``, say): (N, J) floats when
+    every point has J of them as rclpy gives them (``array.array('d')``: read as one buffer,
+    J may be 0); else the rows as lists (the reader reports the first row whose size is
+    wrong)."""
     sizes = {len(v) for v in values}
-    if sizes <= {0}:
-        return None
     if len(sizes) == 1 and all(isinstance(v, array.array) and v.typecode == "d" for v in values):
         return np.frombuffer(b"".join(v.tobytes() for v in values), dtype=float
                              ).reshape(len(values), sizes.pop())

@@ -54,6 +54,7 @@ from mj_manipulator_ros.core.tolerances import GoalTolerances
 from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
 from mj_manipulator_ros.ros.arm_client import ArmChannel, FeedbackHook
 from mj_manipulator_ros.ros.context import RosContext
+from mj_manipulator_ros.ros.conversion import trajectory_points
 from mj_manipulator_ros.ros.execution_run import JOIN_SLACK_S, ExecutionRun, RunParts
 from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
@@ -63,6 +64,9 @@ NodeFactory = Callable[[str], Node]
 
 #: how often every arm's action server is looked for between executions, s (steady clock)
 DISCOVERY_WATCH_S = 0.1
+#: the bound on joining the thread that makes a plan's goal points beside the gate, s (a
+#: 1,401-point arm takes about 10 ms)
+POINTS_JOIN_S = 10.0
 
 
 class MultiArmExecutor:
@@ -222,8 +226,17 @@ class MultiArmExecutor:
             others = [a for a in self.config.arm_names if a not in plan.arm_names]
             held = self.start_check.measured(others) if others else {}
             grippers = self.start_check.grippers(self.config.arm_names)
-            with self._preflight_lock:
-                self._preflight(plan, held, grippers)
+            # the goals' points are made while the gate runs (its replays are C with the GIL
+            # released): the arms' threads find them made
+            points = threading.Thread(target=lambda: [trajectory_points(plan[a])
+                                                      for a in plan.arm_names],
+                                      name="mjmr-goal-points", daemon=True)
+            points.start()
+            try:
+                with self._preflight_lock:
+                    self._preflight(plan, held, grippers)
+            finally:
+                points.join(POINTS_JOIN_S)   # Python objects only: done long before
         return plan, said
 
     def check_start(self, plan: MultiArmPlan, stop: Callable[[], bool] = lambda: False) -> None:

@@ -15,7 +15,8 @@ from rclpy.node import Node
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ArmConfig
-from mj_manipulator_ros.ros.conversion import duration_s, goal_tolerances, stamp_msg, time_ns
+from mj_manipulator_ros.ros.conversion import (duration_s, goal_tolerances, point_rows,
+                                                stamp_msg, time_ns)
 from mj_manipulator_ros.sim.goal import (
     PREEMPTED_MESSAGE, ControllerGoal, GoalOutcome, GoalRequest, GoalTicket, check_goal)
 from mj_manipulator_ros.sim.shared_model import SharedModel
@@ -70,11 +71,12 @@ class SimArmServer:
     def _request(self, goal: FollowJointTrajectory.Goal) -> GoalRequest:
         t = goal.trajectory
         asked = goal_tolerances(goal)
+        points = t.points
         return GoalRequest(
-            tuple(t.joint_names), [duration_s(p.time_from_start) for p in t.points],
-            [list(p.positions) for p in t.points], [list(p.velocities) for p in t.points],
-            [list(p.accelerations) for p in t.points], time_ns(t.header.stamp) * 1e-9,
-            asked.path, asked.goal, asked.goal_time, [list(p.effort) for p in t.points])
+            tuple(t.joint_names), [duration_s(p.time_from_start) for p in points],
+            point_rows([p.positions for p in points]), point_rows([p.velocities for p in points]),
+            point_rows([p.accelerations for p in points]), time_ns(t.header.stamp) * 1e-9,
+            asked.path, asked.goal, asked.goal_time, point_rows([p.effort for p in points]))
 
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         with self._lock:
