@@ -26,6 +26,7 @@ from mj_manipulator_ros.core import yaml_load
 from mj_manipulator_ros.core.errors import PlanError
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.spline_peaks import segment_peaks
 
 
 class ReplayMode(str, enum.Enum):
@@ -135,21 +136,57 @@ class PlanMotion:
         return out
 
 
-def synchronized_motion(plan: MultiArmPlan) -> PlanMotion:
-    """The :class:`PlanMotion` of ``plan`` with every arm on one clock from 0, made once per plan
-    and kept while it lives (its arrays are read-only): the synchronized replay and the band
-    replay of one plan share its dense velocity profile."""
+class SegmentMotion(PlanMotion):
+    """pose_at / speed_bound of a plan with every arm on one clock from 0, the speed bound from
+    each segment's exact largest |velocity| (``core/spline_peaks.py``: the spline's extremes
+    at its ends and at the real roots of its acceleration, as validation checks the limits
+    with), scaled by 1 + 1e-9: on [ta, tb], the largest over the segments it touches. No
+    dense sampling (a 14 s plan: 14,000 samples per arm)."""
+
+    #: relative slack on the exact extremes (their rounding)
+    SLACK = 1e-9
+
+    def __init__(self, plan: MultiArmPlan) -> None:
+        super().__init__(plan, {a: 0.0 for a in plan.arm_names}, plan.duration)
+        self.peaks = {a: segment_peaks(plan[a]).velocity * (1.0 + self.SLACK)
+                      for a in plan.arm_names}
+
+    def speed_bound(self, ta: float, tb: float) -> dict:
+        return {a: v[0] for a, v in self.speed_bounds(np.array([ta], dtype=float),
+                                                      np.array([tb], dtype=float)).items()}
+
+    def speed_bounds(self, ta: np.ndarray, tb: np.ndarray) -> dict:
+        ta, tb = np.asarray(ta, dtype=float), np.asarray(tb, dtype=float)
+        out = {}
+        for a, peaks in self.peaks.items():
+            times = self.plan[a].times
+            if peaks.shape[0] == 0:   # one waypoint: it stands still
+                out[a] = np.zeros((ta.size, self.plan[a].positions.shape[1]))
+                continue
+            last = peaks.shape[0] - 1
+            lo = np.clip(np.searchsorted(times, ta, side="right") - 1, 0, last)
+            hi = np.clip(np.searchsorted(times, tb, side="left") - 1, lo, last)
+            cuts = np.empty(2 * lo.size, dtype=np.int64)
+            cuts[0::2], cuts[1::2] = lo, hi + 1   # every other reduction is [lo_k, hi_k]
+            padded = np.vstack([peaks, np.full((1, peaks.shape[1]), -np.inf)])
+            out[a] = np.maximum.reduceat(padded, cuts, axis=0)[0::2] if lo.size \
+                else np.zeros((0, peaks.shape[1]))
+        return out
+
+
+def synchronized_motion(plan: MultiArmPlan) -> SegmentMotion:
+    """The :class:`SegmentMotion` of ``plan``, made once per plan and kept while it lives (its
+    arrays are read-only): the synchronized replay and the band replay of one plan share it."""
     key = id(plan)
     motion = _motions.get(key)
     if motion is None:
-        motion = _motions[key] = PlanMotion(plan, {a: 0.0 for a in plan.arm_names},
-                                            plan.duration)
+        motion = _motions[key] = SegmentMotion(plan)
         weakref.finalize(plan, _motions.pop, key, None)
     return motion
 
 
-#: id of a plan -> its synchronized PlanMotion, while the plan lives
-_motions: dict[int, PlanMotion] = {}
+#: id of a plan -> its SegmentMotion, while the plan lives
+_motions: dict[int, SegmentMotion] = {}
 
 
 def _grid(plan: MultiArmPlan, dt: Optional[float], duration: float) -> np.ndarray:
