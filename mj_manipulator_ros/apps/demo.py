@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from pathlib import Path
 
 import rclpy
@@ -56,6 +55,7 @@ from mj_manipulator_ros.ros.conversion import trajectory_msg
 from mj_manipulator_ros.ros.execution_node import CombinedTrajectoryServer
 from mj_manipulator_ros.core.heap import FrozenHeap
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from mj_manipulator_ros.ros.moveit_monitor import send_monitored
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 from mj_manipulator_ros.sim.sim_config import sim_config
 from mj_manipulator_ros.sim.sim_node import SimNode
@@ -86,10 +86,6 @@ DEMO_LEAD_S = 0.6
 #: machine that took over the 20 s this used to be (beside two busy loops the demo then said
 #: "rejected" of a goal accepted later)
 ANSWER_WAIT_S = 180.0
-#: MoveIt's trajectory execution manager with its defaults (allowed_execution_duration_scaling,
-#: allowed_goal_duration_margin): a goal not finished within duration x scaling + margin of its
-#: sending is canceled. The demo's client does the same, and says how much room was left.
-MOVEIT_SCALING, MOVEIT_MARGIN_S = 1.2, 0.5
 
 
 class DemoError(MjManipulatorError):
@@ -147,45 +143,33 @@ def run_demo(config_path: Path | None = None, plan_path: Path | None = None,
                 print(f"demo: sending the crossing plan ({plan['left'].times.size} states, "
                       f"{plan.duration:.1f} s, {len(goal.trajectory.joint_names)} joints) to "
                       f"{COMBINED_ACTION}", flush=True)
-                sent = time.monotonic()
-                send = client.send_goal_async(goal)
-                client_exec.spin_until_future_complete(send, timeout_sec=ANSWER_WAIT_S)
-                handle = send.result()
-                if handle is None:
+                watched = send_monitored(client, client_exec, goal, plan.duration,
+                                         ANSWER_WAIT_S, on_spin=None if viewer is None else
+                                         (lambda: _sync_viewer(viewer, sim)))
+                if watched.accepted is None:
                     raise DemoError(f"no answer from the execution node within {ANSWER_WAIT_S:g} "
                                     "s of sending the crossing plan (its pre-flight replay "
                                     "comes first)")
-                if not handle.accepted:
+                if not watched.accepted:
                     raise DemoError("the execution node rejected the crossing plan (its log "
                                     "above says why)")
-                print(f"demo: accepted {time.monotonic() - sent:.1f} s after sending (the "
+                print(f"demo: accepted {watched.accepted_after_s:.1f} s after sending (the "
                       "execution node's pre-flight replay first)", flush=True)
-                accepted_after = time.monotonic() - sent
-                result = handle.get_result_async()
-                bound = plan.duration * MOVEIT_SCALING + MOVEIT_MARGIN_S
-                deadline = time.monotonic() + plan.duration * 3 + 30
-                canceled = False
-                while not result.done() and time.monotonic() < deadline:
-                    client_exec.spin_once(timeout_sec=0.02)
-                    if viewer is not None:
-                        _sync_viewer(viewer, sim)
-                    if not canceled and time.monotonic() - sent > bound:
-                        # as MoveIt would: "Controller is taking too long to execute trajectory"
-                        print(f"demo: no result {bound:.1f} s after sending: MoveIt's default "
-                              "execution monitoring would stop the goal here; canceling it",
-                              flush=True)
-                        handle.cancel_goal_async()
-                        canceled = True
-                if not result.done():
+                if watched.timed_out:
+                    # as MoveIt would: "Controller is taking too long to execute trajectory"
+                    print(f"demo: no result {watched.bound_s:.1f} s after sending: MoveIt's "
+                          "default execution monitoring stopped the goal there (canceled)",
+                          flush=True)
+                if watched.result_after_s is None:
                     raise DemoError("no result from the execution node")
-                result_after = time.monotonic() - sent
-                monitoring = {"bound_s": round(bound, 3),
-                              "accepted_after_s": round(accepted_after, 3),
-                              "result_after_s": round(result_after, 3),
-                              "slack_s": round(bound - result_after, 3), "canceled": canceled}
-                print(f"demo: result {result_after:.2f} s after sending; MoveIt's default "
-                      f"execution monitoring allows {bound:.2f} s (slack "
-                      f"{bound - result_after:+.2f} s)", flush=True)
+                monitoring = {"bound_s": round(watched.bound_s, 3),
+                              "accepted_after_s": round(watched.accepted_after_s, 3),
+                              "result_after_s": round(watched.result_after_s, 3),
+                              "slack_s": round(watched.slack_s, 3),
+                              "canceled": watched.timed_out}
+                print(f"demo: result {watched.result_after_s:.2f} s after sending; MoveIt's "
+                      f"default execution monitoring allows {watched.bound_s:.2f} s (slack "
+                      f"{watched.slack_s:+.2f} s)", flush=True)
         finally:
             if viewer is not None:
                 viewer.close()
