@@ -6,12 +6,17 @@ arm's by its stop latency; an arm that lags its peer does the same. Those pairs 
 configurations are not on the synchronized replay's diagonal. Arm-arm contacts are pairwise, so
 pairs of arms suffice: for each pair (A, B) the band {(t, t + d): t in [0, D], |d| <= skew}
 (plan times clamped to [0, D]: an arm before its start or after its end holds) is sampled on the
-plan's grid in t and a grid of step ``delta_step`` in d, and certified between samples like the
-other modes: on a cell [ta, tb] x [da, db] every point lies within (tb - ta)/2 of a corner in
-A's time and within (tb - ta + db - da)/2 in B's, so the cell is clear when its smallest corner
-clearance minus the travel of A and of B over those half-widths (the kinematic-tree bound of
-``model/reach.py``, at the speed bound of each arm's span) is at least the margin; otherwise it
-is split in four, down to ``max_depth``. A cell not certified there counts against the plan.
+plan's grid in t and a grid in d, and certified between samples like the other modes: on a cell
+[ta, tb] x [da, db] every point lies within (tb - ta)/2 of a corner in A's time and within
+(tb - ta + db - da)/2 in B's, so the cell is clear when its smallest corner clearance minus the
+travel of A and of B over those half-widths (the kinematic-tree bound of ``model/reach.py``, at
+the speed bound of each arm's span) is at least the margin. The grid in d is coarse first
+(cells of ``COARSE_STEP_S`` at most, symmetric about d = 0, whose states are the synchronized
+replay's) and halved cell by cell where a cell is not certified, down to ``delta_step``; a cell
+not certified there is split in four, down to ``max_depth``. A cell not certified then counts
+against the plan. Most of a plan's band is far from any contact and certifies coarse: the
+crossing plan's band (0.651 s) takes 8,297 states (1,401 of them the synchronized replay's)
+where sampling every 0.05 s of d took 39,228.
 """
 
 from __future__ import annotations
