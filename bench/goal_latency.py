@@ -23,9 +23,10 @@ header stamp 0. Per goal:
 
 Each goal is a new plan to the pre-flight gate (its interior waypoints moved by 1e-9 rad per
 goal, start and end exact), as MoveIt's plans are; ``--cached`` sends the same plan each time.
-The first goal is sent ``READY_S`` after the node's action server appears (its clock-offset
-window filled, as for any goal a while after start-up); it is also the node's first, with
-nothing measured for its start lead (``start_lead_s``, 0.25 s): ``later_goals`` are the others.
+The first goal is sent ``READY_S`` after the node's action server is there and the simulator's
+joint states flow (the node's clock-offset window filled, as for any goal a while after
+start-up); it is also the node's first, with nothing measured for its start lead
+(``start_lead_s``, 0.25 s): ``later_goals`` are the others.
 
 Medians and 99th percentiles (nearest rank: of 100 goals or fewer, the largest); with
 ``--busy N``, N busy loops (``python3 -c 'while True: pass'``) run beside it, killed at the end.
@@ -52,8 +53,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 #: a joint farther than this from the plan's start has moved (rad)
 ONSET_RAD = 1e-3
-#: after the execution node's action server appears, the client waits this long before its
-#: first goal (s): the node's clock-offset window (1 s of joint-state stamps) fills first
+#: after the execution node's action server appears and the simulator's joint states flow,
+#: the client waits this long before its first goal (s): the node's clock-offset window (1 s of
+#: joint-state stamps) fills first
 READY_S = 2.0
 
 
@@ -128,8 +130,11 @@ def run(goals: int, names: list[str], cached: bool) -> dict:
             spin.add_node(node)
             if not client.wait_for_server(timeout_sec=120.0):
                 raise SystemExit("the execution node did not come up within 120 s")
-            # a MoveIt user's first goal comes a while after the node's start: its joint-state
-            # window (the clock offsets: 1 s of stamps) is filled first
+            # a MoveIt user's first goal comes a while after the robot is up: the node's
+            # joint-state window (the clock offsets: 1 s of stamps) is filled first
+            deadline = time.monotonic() + 120.0
+            while not states and time.monotonic() < deadline:
+                spin.spin_once(timeout_sec=0.05)
             ready = time.monotonic() + READY_S
             while time.monotonic() < ready:
                 spin.spin_once(timeout_sec=0.05)

@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import mj_manipulator_ros  # noqa: F401  (first: BLAS on one thread, as in the package's processes)
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
