@@ -400,3 +400,23 @@ def test_a_clock_that_stands_still_is_said_not_counted_as_one_message(ros) -> No
         monitor.close()
         node.destroy_node()
         pub_node.destroy_node()
+
+
+def test_readiness_says_when_every_arm_is_there_and_not_before(tiny_sim, ros, tmp_path) -> None:
+    """What the execution node logs once ("ready: ..."): None while no simulator serves the arms
+    (no server, no joint states), a line naming the arms and their clock offsets once one does;
+    reading it sends nothing."""
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            assert executor.readiness() is None
+            time.sleep(0.1)
+        node = tiny_sim()
+        deadline = time.monotonic() + 20.0
+        said = executor.readiness()
+        while said is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            said = executor.readiness()
+    assert said is not None and "['left', 'right']" in said and "clock offsets left" in said, said
+    assert node.arms["left"].tickets == [] and node.arms["right"].tickets == []

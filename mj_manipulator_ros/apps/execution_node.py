@@ -82,6 +82,7 @@ def run_node(argv: list[str] | None = None, config_path: str | None = None) -> i
     node.get_logger().info(
         f"combined FollowJointTrajectory action on {node.get_fully_qualified_name()}/"
         f"follow_joint_trajectory for arms {list(config.arm_names)}")
+    announce_ready(node, executor)
     freeze_startup()   # core/heap.py: no full collection scans the start-up's objects again
     try:
         with BackgroundSpinner(spin, "mjmr-execution-node"):
@@ -96,6 +97,24 @@ def run_node(argv: list[str] | None = None, config_path: str | None = None) -> i
         ros.close()
         shutdown_done()
     return 0
+
+
+#: how often the node looks whether the arms are all there, until they are (s)
+READY_POLL_S = 0.1
+
+
+def announce_ready(node, executor: MultiArmExecutor) -> None:
+    """Log once, when first true, that every arm's server, joint states and clock offset are
+    there (``MultiArmExecutor.readiness``): a goal sent before waits for them in its start
+    check (up to ``server_wait_s``), one sent after does not."""
+    timer = None
+
+    def look() -> None:
+        said = executor.readiness()
+        if said is not None and timer is not None and not timer.is_canceled():
+            timer.cancel()
+            node.get_logger().info(said)
+    timer = node.create_timer(READY_POLL_S, look)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -239,6 +239,27 @@ class MultiArmExecutor:
                 points.join(POINTS_JOIN_S)   # Python objects only: done long before
         return plan, said
 
+    def readiness(self) -> Optional[str]:
+        """What a goal's checks need from the arms, all there now: every arm's action server in
+        the graph, its joint states received and (where ``max_clock_offset_s`` is set) its
+        controller clock's offset estimable. None while any is missing; else a line saying so
+        (offsets in ms). Reads only: nothing is sent."""
+        offsets = {}
+        for arm in self.config.arms:
+            joints = arm.joint_names
+            if not self.channels[arm.name].server_present() or \
+                    len(self.monitor.received(joints)) < len(joints):
+                return None
+            if self.config.execution.max_clock_offset_s > 0:
+                offset = self.monitor.clock_offset(joints)
+                if offset is None:
+                    return None
+                offsets[arm.name] = offset
+        clocks = (", clock offsets " + ", ".join(f"{a} {o * 1e3:+.1f} ms"
+                                                 for a, o in offsets.items())) if offsets else ""
+        return (f"ready: every arm's action server and joint states are there"
+                f" ({list(self.config.arm_names)}{clocks})")
+
     def check_start(self, plan: MultiArmPlan, stop: Callable[[], bool] = lambda: False) -> None:
         """The checks made before stamping, on what the arms report (nothing is sent): every
         arm where the plan starts (``start_tolerance_rad``), every controller's clock within
