@@ -1,12 +1,14 @@
-"""MoveIt's execution monitoring with its defaults, against the execution node: the wave and the
-crossing plans sent as MoveIt sends them (one FollowJointTrajectory goal over the 14 joints,
-stamp 0, a new plan each time as MoveIt's plans are), each watched as MoveIt's trajectory
-execution manager watches it (``ros/moveit_monitor.py``: ``duration x 1.2 + 0.5 s`` from
-sending, a cancel past it). The simulated OpenArm pair and the execution node run as their own
-processes on the system clock, real time. Every goal must end SUCCEEDED within the bound.
+"""MoveIt's execution monitoring with its defaults, against the execution node: the wave plan
+sent as MoveIt sends it (one FollowJointTrajectory goal over the 14 joints, stamp 0, a new plan
+to the gate) once the node says it is ready, watched as MoveIt's trajectory execution manager
+watches it (``ros/moveit_monitor.py``: ``duration x 1.2 + 0.5 s`` from sending, a cancel past
+it). The simulated OpenArm pair and the execution node run as their own processes on the
+system clock, real time. The goal must end SUCCEEDED within the bound.
 
-Alone on the machine: its verdict is a wall-clock bound (the suite's other tests would load the
-machine it is about). ``bench/goal_latency.py`` runs the same client for 20+ goals of each plan.
+The wave (6 s: 1.7 s of slack) is the tighter of the shipped plans; the crossing plan (14 s:
+3.3 s) goes through the same monitor in ``test_demo.py``. ``bench/goal_latency.py`` runs the
+same client for 51 goals of each plan (the issue's 20 of each are 400 s of motion: more than
+the suite's 10 minutes allow). Alone on the machine: its verdict is a wall-clock bound.
 """
 
 from __future__ import annotations
@@ -32,8 +34,6 @@ from mj_manipulator_ros.resources import config_file, share_dir
 from mj_manipulator_ros.ros.moveit_monitor import send_monitored
 
 CLI = [sys.executable, "-m", "mj_manipulator_ros.cli"]
-#: rounds of (wave, crossing) in the suite (the benchmark runs 20+ of each)
-ROUNDS = 1
 #: the arms at the plans' start: every joint within this of it (rad), as the node requires
 AT_START_RAD = 0.005
 
@@ -57,13 +57,16 @@ def nudged(plan: MultiArmPlan, k: int) -> MultiArmPlan:
 
 
 @pytest.mark.alone
-def test_moveits_default_monitoring_cancels_none_of_the_shipped_plans(tmp_path, processes) -> None:
+def test_moveits_default_monitoring_does_not_cancel_the_wave(tmp_path, processes) -> None:
     cfg = real_time_config(tmp_path)
     sim = processes([*CLI, "sim", "--config", str(cfg)])
     node_proc = processes([*CLI, "execution-node", "--config", str(cfg)])
     processes.wait_for_line(sim, "simulating arms", timeout=60)
-    plans = {n: load_plan(share_dir() / f"config/plans/openarm_{n}.yaml")
-             for n in ("wave", "crossing")}
+    # a MoveIt user's goals come once the robot is up: the node says when every arm's server,
+    # joint states and clock offset are there (a goal before waits for them in its start check)
+    processes.wait_for_line(node_proc, "ready: every arm's action server", timeout=60)
+    plan = load_plan(share_dir() / "config/plans/openarm_wave.yaml")
+    start = {j: q for t in plan.arms.values() for j, q in zip(t.joint_names, t.positions[0])}
     context = rclpy.context.Context()
     rclpy.init(context=context)
     try:
@@ -75,28 +78,21 @@ def test_moveits_default_monitoring_cancels_none_of_the_shipped_plans(tmp_path, 
         spin = SingleThreadedExecutor(context=context)
         spin.add_node(node)
         assert client.wait_for_server(timeout_sec=60.0), "execution node not up"
-        outcomes = []
-        for k in range(ROUNDS):
-            for name, plan in plans.items():
-                start = {j: q for t in plan.arms.values()
-                         for j, q in zip(t.joint_names, t.positions[0])}
-                deadline = time.monotonic() + 30.0
-                while not (latest and all(abs(latest.get(j, np.inf) - q) < AT_START_RAD
-                                          for j, q in start.items())):
-                    assert time.monotonic() < deadline, f"the arms are not at the {name} start"
-                    spin.spin_once(timeout_sec=0.05)
-                goal = FollowJointTrajectory.Goal(trajectory=combined_trajectory(
-                    nudged(plan, k + 1)))
-                watched = send_monitored(client, spin, goal, plan.duration)
-                outcomes.append((name, watched))
-                assert watched.accepted, (name, watched)
-                assert not watched.timed_out, (
-                    f"{name}: MoveIt's default monitoring canceled it: no result "
-                    f"{watched.bound_s:.2f} s after sending ({watched})")
-                assert watched.succeeded, (name, watched)
+        deadline = time.monotonic() + 30.0
+        while not (latest and all(abs(latest.get(j, np.inf) - q) < AT_START_RAD
+                                  for j, q in start.items())):
+            assert time.monotonic() < deadline, "the arms are not at the wave's start"
+            spin.spin_once(timeout_sec=0.05)
+        goal = FollowJointTrajectory.Goal(trajectory=combined_trajectory(nudged(plan, 1)))
+        watched = send_monitored(client, spin, goal, plan.duration)
+        assert watched.accepted, watched
+        assert not watched.timed_out, (
+            f"MoveIt's default monitoring canceled the wave: no result {watched.bound_s:.2f} s "
+            f"after sending ({watched})")
+        assert watched.succeeded, watched
         assert node_proc.poll() is None and sim.poll() is None
-        print({n: f"slack {w.slack_s:.2f} s, accepted after {w.accepted_after_s:.3f} s"
-               for n, w in outcomes})
+        print(f"wave: slack {watched.slack_s:.2f} s, accepted after "
+              f"{watched.accepted_after_s:.3f} s")
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
