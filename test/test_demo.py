@@ -101,12 +101,13 @@ def within_moveits_default_monitoring(doc: dict) -> None:
     assert m["accepted_after_s"] < m["result_after_s"] < m["bound_s"], m
 
 
-# Its verdict includes a wall-clock figure (MoveIt's bound, counted from sending) that another
-# test disturbs: in a fresh suite run beside one busy loop (the other worker and the loop: three
-# busy processes on 2 cores) the combined goal was accepted 1.56 s after sending and the result
-# came 17.33 s after it, 32 ms past the 17.3 s bound; beside the same loop alone, 0.70-0.80 s
-# and 15.7-15.8 s (slack 1.46-1.64 s, this code and the session's start alike)
-@pytest.mark.alone
+# Its verdict includes a wall-clock figure (MoveIt's bound, counted from sending), as the
+# position-mode demo's above does in the shared part. It ran alone from 4d41340 to c2a971c: in
+# a fresh suite run beside one busy loop the goal was then accepted 1.56 s after sending (the
+# pre-flight gate took ~1 s on a loaded machine) and the result came 32 ms past the bound; the
+# gate now takes ~0.1 s idle (issue 46: bench/goal_phases.py), the slack beside a busy loop
+# 2.9 s (bench/goal_latency.py), and the test shares the machine again.
+@pytest.mark.slow
 def test_demo_in_torque_mode_from_the_command_line(tmp_path) -> None:
     """`mj-manipulator-ros demo --controller torque`: the crossing plan on computed-torque
     controllers, synchronized, as accurate as the position servos or better."""
