@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import enum
 import json
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
@@ -25,6 +24,7 @@ import numpy as np
 from mj_manipulator_ros.core import yaml_load
 from mj_manipulator_ros.core.errors import PlanError
 from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.object_cache import kept
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.spline_peaks import segment_peaks
 
@@ -177,12 +177,7 @@ class SegmentMotion(PlanMotion):
 def synchronized_motion(plan: MultiArmPlan) -> SegmentMotion:
     """The :class:`SegmentMotion` of ``plan``, made once per plan and kept while it lives (its
     arrays are read-only): the synchronized replay and the band replay of one plan share it."""
-    key = id(plan)
-    motion = _motions.get(key)
-    if motion is None:
-        motion = _motions[key] = SegmentMotion(plan)
-        weakref.finalize(plan, _motions.pop, key, None)
-    return motion
+    return kept(_motions, plan, SegmentMotion)
 
 
 #: id of a plan -> its SegmentMotion, while the plan lives

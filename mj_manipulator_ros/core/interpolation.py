@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import bisect
 import enum
-import weakref
 
 import numpy as np
 
 from mj_manipulator_ros.core.errors import PlanError
+from mj_manipulator_ros.core.object_cache import kept
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 
 
@@ -135,14 +135,11 @@ def sample_rates(traj: ArmTrajectory, times) -> tuple[np.ndarray, np.ndarray]:
 def rate_coefficients(traj: ArmTrajectory) -> np.ndarray:
     """Every segment's velocity and acceleration coefficients of ``traj`` (N >= 2), (N-1, 6,
     2J), lowest power first, C-contiguous and read-only, kept while the trajectory lives."""
-    key = id(traj)
-    c = _rate_coefficients.get(key)
-    if c is None:
-        c = np.ascontiguousarray(_coefficients(traj)[..., traj.positions.shape[1]:])
+    def make(t: ArmTrajectory) -> np.ndarray:
+        c = np.ascontiguousarray(_coefficients(t)[..., t.positions.shape[1]:])
         c.setflags(write=False)
-        _rate_coefficients[key] = c
-        weakref.finalize(traj, _rate_coefficients.pop, key, None)
-    return c
+        return c
+    return kept(_rate_coefficients, traj, make)
 
 
 #: id of a trajectory -> its segments' velocity and acceleration coefficients (N-1, 6, 2J)
@@ -158,19 +155,16 @@ def _coefficients(traj: ArmTrajectory) -> np.ndarray:
     """Every segment's coefficients of ``traj`` (N >= 2) with their derivatives'
     (:func:`_with_derivatives`), (N-1, 6, 3J): computed at its first sample and kept while it
     lives (a plan is sampled many times: the stop ramps of a band)."""
-    key = id(traj)
-    c = _segment_coefficients.get(key)
-    if c is None:
-        zeros = np.zeros_like(traj.positions)
-        vel = traj.velocities if traj.velocities is not None else zeros
-        acc = traj.accelerations if traj.accelerations is not None else zeros
-        c = segment_coefficients(traj.positions[:-1], vel[:-1], acc[:-1], traj.positions[1:],
-                                 vel[1:], acc[1:], np.diff(traj.times), interpolation_of(traj))
+    def make(t: ArmTrajectory) -> np.ndarray:
+        zeros = np.zeros_like(t.positions)
+        vel = t.velocities if t.velocities is not None else zeros
+        acc = t.accelerations if t.accelerations is not None else zeros
+        c = segment_coefficients(t.positions[:-1], vel[:-1], acc[:-1], t.positions[1:],
+                                 vel[1:], acc[1:], np.diff(t.times), interpolation_of(t))
         c = _with_derivatives(np.moveaxis(c, 0, 1))
         c.setflags(write=False)   # shared by every sample and Spline of the trajectory
-        _segment_coefficients[key] = c
-        weakref.finalize(traj, _segment_coefficients.pop, key, None)
-    return c
+        return c
+    return kept(_segment_coefficients, traj, make)
 
 
 class Spline:

@@ -16,12 +16,12 @@ jerk (a quadratic) vanishes; the roots are computed for every segment and joint 
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from mj_manipulator_ros.core.interpolation import interpolation_of, segment_coefficients
+from mj_manipulator_ros.core.object_cache import kept
 from mj_manipulator_ros.core.plan import ArmTrajectory
 
 
@@ -41,12 +41,7 @@ def segment_peaks(traj: ArmTrajectory) -> SegmentPeaks:
     """Exact extremes of the executed spline of every segment (empty arrays for one waypoint).
     Computed once per trajectory (its arrays are read-only: they cannot go stale) and kept
     while it lives: validation and the pre-flight replay's range check ask for the same."""
-    key = id(traj)
-    peaks = _peaks_of.get(key)
-    if peaks is None:
-        peaks = _peaks_of[key] = _segment_peaks(traj)
-        weakref.finalize(traj, _peaks_of.pop, key, None)
-    return peaks
+    return kept(_peaks_of, traj, _segment_peaks)
 
 
 #: id of a trajectory -> its SegmentPeaks (arrays read-only), while the trajectory lives

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import array
-import weakref
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -13,6 +12,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import JointMismatchError, PlanError
+from mj_manipulator_ros.core.object_cache import kept
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.sync import StartStamp
 from mj_manipulator_ros.core.tolerances import GoalTolerances, JointTolerance, split
@@ -63,12 +63,7 @@ def trajectory_points(traj: ArmTrajectory) -> list[JointTrajectoryPoint]:
     """The points of ``traj``'s message, made once per trajectory (its arrays are read-only)
     and kept while it lives: a plan's goal is built before it is needed (a 1,401-point arm is
     about 10 ms of Python objects) and again by nobody. Shared: never change them."""
-    key = id(traj)
-    points = _points_of.get(key)
-    if points is None:
-        points = _points_of[key] = _points(traj)
-        weakref.finalize(traj, _points_of.pop, key, None)
-    return points
+    return kept(_points_of, traj, _points)
 
 
 #: id of a trajectory -> its message's points, while the trajectory lives
