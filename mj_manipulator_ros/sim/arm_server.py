@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections import deque
 import threading
 import time
 
@@ -33,6 +34,8 @@ class SimArmServer:
         self.node, self.arm, self.shared, self.config = node, arm, shared, config
         self.controller = shared.controllers[arm.name]
         self.tickets: list[GoalTicket] = []  # every accepted goal, in order (tests, demo)
+        #: every goal's arrival and answer on this arm's controller clock, s (the last 100)
+        self.answers: deque = deque(maxlen=100)
         self._by_goal: dict[bytes, GoalTicket] = {}
         self._early_cancels: set[bytes] = set()
         self._lock = threading.Lock()
@@ -79,6 +82,13 @@ class SimArmServer:
             asked.path, asked.goal, asked.goal_time, point_rows([p.effort for p in points]))
 
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
+        arrived = self.shared.controller_time(self.arm.name)
+        try:
+            return self._answer(goal)
+        finally:
+            self.answers.append((arrived, self.shared.controller_time(self.arm.name)))
+
+    def _answer(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         with self._lock:
             if self._reject_armed:
                 self._reject_armed = False  # once: the stored faults forget it too
