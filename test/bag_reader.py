@@ -21,6 +21,7 @@ class Bag:
     schemas: dict = field(default_factory=dict)      # topic -> (schema name, encoding, text)
     messages: list = field(default_factory=list)     # (topic, log_time_ns, raw bytes)
     mcap_metadata: dict = field(default_factory=dict)  # name -> mapping (MCAP metadata records)
+    attachments: dict = field(default_factory=dict)   # name -> text (MCAP attachments)
 
     def on(self, topic: str) -> list:
         return [m for m in self.messages if m[0] == topic]
@@ -34,11 +35,17 @@ class Bag:
 
 
 def read_bag(path: Path) -> Bag:
-    meta = yaml.safe_load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    """A bag directory (metadata.yaml and its files) or one ``.mcap`` file."""
+    path = Path(path)
+    if path.is_file():
+        meta, files = {}, [path]
+    else:
+        meta = yaml.safe_load((path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+        files = [path / rel for rel in meta["relative_file_paths"]]
     bag = Bag(meta)
     bag._decoded = []
-    for rel in meta["relative_file_paths"]:
-        with (path / rel).open("rb") as fh:
+    for file in files:
+        with file.open("rb") as fh:
             reader = make_reader(fh, decoder_factories=[DecoderFactory()])
             summary = reader.get_summary()
             for ch in summary.channels.values():
@@ -46,9 +53,11 @@ def read_bag(path: Path) -> Bag:
                 bag.schemas[ch.topic] = (s.name, s.encoding, s.data.decode())
             for record in reader.iter_metadata():
                 bag.mcap_metadata[record.name] = dict(record.metadata)
+            for record in reader.iter_attachments():
+                bag.attachments[record.name] = record.data.decode()
             for schema, channel, message in reader.iter_messages():
                 bag.messages.append((channel.topic, message.log_time, message.data))
-        with (path / rel).open("rb") as fh:
+        with file.open("rb") as fh:
             reader = make_reader(fh, decoder_factories=[DecoderFactory()])
             plain = [t for t, (name, _, _) in bag.schemas.items() if "_" not in name.split("/")[-1]]
             for _, channel, _, msg in reader.iter_decoded_messages(topics=plain):

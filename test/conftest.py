@@ -23,6 +23,12 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen rendering without a display
     # The allowed-collision matrices this session generates (model/allowed_collisions.py), in
     # a folder of its own: never one cached by another version of the code.
+    # The black box's files (ros/black_box.py: every execution that fails after a goal was
+    # sent writes one under $ROS_HOME) in a folder of this session's, not the user's ~/.ros
+    if "MJM_TEST_ROS_HOME" not in os.environ:
+        os.environ["MJM_TEST_ROS_HOME"] = os.environ["ROS_HOME"] = tempfile.mkdtemp(
+            prefix="mjm-ros-home-")
+        config._mjm_ros_home = os.environ["ROS_HOME"]
     if "MJ_MANIPULATOR_CACHE" not in os.environ:
         os.environ["MJ_MANIPULATOR_CACHE"] = tempfile.mkdtemp(prefix="mjm-acm-")
         config._mjm_cache = os.environ["MJ_MANIPULATOR_CACHE"]
@@ -49,6 +55,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
         os.environ.pop("MJ_MANIPULATOR_CACHE", None)
+    home = getattr(config, "_mjm_ros_home", None)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)
+        os.environ.pop("MJM_TEST_ROS_HOME", None)
 
 
 @pytest.fixture

@@ -73,7 +73,8 @@ def test_installed_data_files_cover_launch_config_plans_hil() -> None:
 
 def test_launch_arguments_are_described() -> None:
     assert set(LAUNCH_ARGUMENTS) == {"config", "start_lead_s", "preflight_check", "use_sim_time",
-                                     "record_dir", "max_stop_time_s", "max_stop_distance_m"}
+                                     "record_dir", "max_stop_time_s", "max_stop_distance_m",
+                                     "black_box_s"}
     assert all(len(doc) > 20 for _, doc in LAUNCH_ARGUMENTS.values())
     assert all(default == "" for default, _ in LAUNCH_ARGUMENTS.values())  # "" = unset = the file
 

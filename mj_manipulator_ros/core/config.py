@@ -251,6 +251,25 @@ class ExecutionSettings:
         "doc": "the execution node records every goal it runs as a bag (rosbag2, MCAP) in a new "
                "folder under this directory; empty: no recording",
         "override": "--record-dir"})
+    black_box_s: float = field(default=10.0, metadata={
+        "doc": "the black box: the executor always keeps the last this many seconds of joint "
+               "states, action feedback and status, /diagnostics, goals and its events in "
+               "memory; an execution that fails, stops or is canceled after a goal was sent "
+               "writes them as one rosbag2 MCAP file (this window before the failure, and every "
+               "arm until at rest) under black_box_dir, and its report names the file; 0: off",
+        "min": 0.0, "override": "--black-box"})
+    black_box_dir: str = field(default="", metadata={
+        "doc": "where the black box writes its files (created); empty: "
+               "$ROS_HOME/mj_manipulator_ros/black_box ($ROS_HOME: ~/.ros when unset)"})
+    black_box_keep: int = field(default=20, metadata={
+        "doc": "the black box keeps the newest this many of its files in black_box_dir, "
+               "deleting older ones it wrote", "min": 1})
+    black_box_max_mb: float = field(default=64.0, metadata={
+        "doc": "the black box's memory at most, MB: the oldest messages go first when the "
+               "window holds more (the file says how many were dropped)", "min": 1.0})
+    black_box_after_s: float = field(default=3.0, metadata={
+        "doc": "after a failure, the black box records until every arm is at rest, for at most "
+               "this long after the execution ended (its stops confirmed)", "min": 0.0})
 
 
 @dataclass(frozen=True)

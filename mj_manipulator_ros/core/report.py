@@ -198,6 +198,9 @@ class ExecutionReport:
     #: it was slowed and by how much; '' when no limit is set (or the plan was checked by the
     #: caller: ``execute(checked=True)``)
     stop_limits: str = ""
+    #: the black box's file of this execution (``ros/black_box.py``): written when it failed,
+    #: stopped or was canceled after a goal was sent; None otherwise (or the black box is off)
+    black_box_path: Optional[str] = None
 
     @property
     def succeeded(self) -> bool:
@@ -217,7 +220,7 @@ class ExecutionReport:
                 "start_lead_s": self.start_lead_s, "phase_times": dict(self.phase_times),
                 "speed_changes_dropped": list(self.speed_changes_dropped),
                 "requests": [a.to_dict() for a in self.requests],
-                "stop_limits": self.stop_limits}
+                "stop_limits": self.stop_limits, "black_box_path": self.black_box_path}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -235,7 +238,7 @@ class ExecutionReport:
                    tuple(d.get("not_checked", ())), d.get("start_lead_s"),
                    dict(d.get("phase_times", {})), tuple(d.get("speed_changes_dropped", ())),
                    tuple(Answer.from_dict(a) for a in d.get("requests", ())),
-                   d.get("stop_limits", ""))
+                   d.get("stop_limits", ""), d.get("black_box_path"))
 
     def summary(self) -> str:
         """A few human lines: status, first failure, and each arm."""
@@ -270,6 +273,8 @@ class ExecutionReport:
         if self.phase_times:
             lines.append("  phases: " + ", ".join(f"{p} {t:.3f} s"
                                                   for p, t in self.phase_times.items()))
+        if self.black_box_path is not None:
+            lines.append(f"  black box: {self.black_box_path}")
         if self.record_error is not None:
             lines.append(f"  RECORD FAILED: {self.record_error} (the run went on; {self.record_path} "
                          "holds what was written before the failure)")

@@ -117,7 +117,8 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                     from mj_manipulator_ros.hil.session import HilSession
                     session = HilSession(
                         config, sim=sim, real_time_factor=protocol.settings["sim_real_time_factor"],
-                        joint_states_keep_s=protocol.settings["joint_states_keep_s"])
+                        joint_states_keep_s=protocol.settings["joint_states_keep_s"],
+                        black_box_dir=str(record.dir / "black_box"))
                     _attach_scene(record, session, config)
                     session.bags_dir = record.dir / "bags"
                     session.pictures_dir = record.dir / "pictures"

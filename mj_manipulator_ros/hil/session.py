@@ -94,7 +94,9 @@ class HilSession:
     """
 
     def __init__(self, config: ExecutorConfig, sim: bool = False, real_time_factor: float = 4.0,
-                 joint_states_keep_s: float = 60.0) -> None:
+                 joint_states_keep_s: float = 60.0, black_box_dir: str | None = None) -> None:
+        """``black_box_dir``: where the executor's black box writes (the run's folder), unless
+        the configuration names one (``execution.black_box_dir``)."""
         self.ros = RosContext()
         self.sim_node = None
         if sim:
@@ -114,6 +116,8 @@ class HilSession:
             config = config.with_execution(use_sim_time=True).with_pace(real_time_factor)
         # bring-up measures the cancel path (stages 3 and 6): a failed arm's peers are canceled
         config = config.with_execution(cancel_peers_on_failure=True)
+        if black_box_dir and not config.execution.black_box_dir:
+            config = config.with_execution(black_box_dir=str(black_box_dir))
         self.config = config
         gate = preflight_for(config)
         self.executor = MultiArmExecutor(config, context=self.ros.context, preflight=gate)

@@ -81,6 +81,18 @@ def arm_topics(action: str) -> list[tuple[str, type]]:
     return [(f"{action}/_action/feedback", FEEDBACK), (f"{action}/_action/status", GoalStatusArray)]
 
 
+def event_message(kind: str, text: str, source: str = "executor",
+                  stamp_s: Optional[float] = None, level: int = Log.INFO) -> Log:
+    """One executor event as :data:`EVENTS_TOPIC` carries it: ``name`` the source (executor or
+    an arm), ``function`` the kind, ``msg`` the text, stamped ``stamp_s`` (controllers' clock;
+    default this machine's clock now)."""
+    msg = Log(level=level, name=f"mj_manipulator/{source}", msg=text, function=kind,
+              file="", line=0)
+    t = stamp_s if stamp_s is not None else time.time()
+    msg.stamp.sec, msg.stamp.nanosec = int(t // 1), int(round((t % 1) * 1e9)) % 1_000_000_000
+    return msg
+
+
 class BagRecorder:
     """Args:
         path: the bag directory to create (must not exist).
@@ -197,11 +209,7 @@ class BagRecorder:
               log_time_ns: Optional[int] = None, level: int = Log.INFO) -> None:
         """One executor event on :data:`EVENTS_TOPIC`: ``name`` the source (executor or an
         arm), ``function`` the kind, ``msg`` the text, stamped ``stamp_s`` (controllers' clock)."""
-        msg = Log(level=level, name=f"mj_manipulator/{source}", msg=text, function=kind,
-                  file="", line=0)
-        t = stamp_s if stamp_s is not None else time.time()
-        msg.stamp.sec, msg.stamp.nanosec = int(t // 1), int(round((t % 1) * 1e9)) % 1_000_000_000
-        self.write(EVENTS_TOPIC, msg, log_time_ns)
+        self.write(EVENTS_TOPIC, event_message(kind, text, source, stamp_s, level), log_time_ns)
 
     def attach(self, name: str, text: str) -> None:
         """Keep ``text`` in the bag under ``name`` (custom data; written at close)."""

@@ -28,7 +28,7 @@ from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.plan_io import plan_to_mapping
 from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport
 from mj_manipulator_ros.ros.bag_recorder import (
-    MATCH_WAIT_S, RESERVE_BYTES, BagRecorder, arm_topics, goal_topic)
+    EVENTS_TOPIC, MATCH_WAIT_S, RESERVE_BYTES, BagRecorder, arm_topics, event_message, goal_topic)
 
 
 #: feedback messages per second assumed per arm for the size estimate (JTC publishes at its
@@ -108,6 +108,61 @@ def config_text(config: ExecutorConfig) -> str:
     return f"# configuration built in code (no file); arms: {list(config.arm_names)}\n"
 
 
+def run_messages(report: ExecutionReport, runs: Mapping, now: float,
+                 failed_at: Optional[float] = None) -> list[tuple[str, object, int]]:
+    """What the executor knows of a run, as (topic, message, receipt time ns) in time order:
+    each goal as sent (on its arm's goal topic) and the events of the report (start stamp, goal
+    sent / accepted, cancel requested / acknowledged, each arm's result and whether its stop
+    was confirmed, each controlled stop or pause asked, the first failure) on :data:`EVENTS_TOPIC`, each at the time it happened.
+
+    Args:
+        report: the execution's report.
+        runs: arm -> its ArmRun (for the goals as sent).
+        now: the controllers' clock now, s (maps event times to receipt times).
+        failed_at: when the first failure was recorded, controllers' clock, s.
+    """
+    offset_ns = time.time_ns() - int(now * 1e9)
+
+    def log_ns(t: float) -> int:
+        return int(t * 1e9) + offset_ns
+
+    out: list[tuple[str, object, int]] = []
+    events = []
+    if report.start_stamp is not None:
+        events.append((report.start_stamp, "start_stamp", "executor",
+                       f"shared start stamp {report.start_stamp:.6f} s", Log.INFO))
+    for arm, run in runs.items():
+        for sent_at, goal in run.sent:
+            out.append((goal_topic(arm), goal, log_ns(sent_at)))
+    for arm, r in report.arms.items():
+        for t, kind, text in ((r.goal_sent_at, "goal_sent", "goal sent"),
+                              (r.accepted_at, "goal_accepted", "goal accepted"),
+                              (r.cancel_requested_at, "cancel_requested", "cancel requested"),
+                              (r.cancel_acknowledged_at, "cancel_acknowledged",
+                               "cancel acknowledged")):
+            if t is not None:
+                events.append((t, kind, arm, text, Log.INFO))
+        confirmed = "stop confirmed" if r.stop_confirmed else "STOP UNCONFIRMED"
+        level = Log.INFO if r.status is ArmStatus.SUCCEEDED else Log.WARN
+        if not r.stop_confirmed:
+            level = Log.ERROR
+        end = r.result_at if r.result_at is not None else now
+        events.append((end, "result", arm, f"{r.status.value}: {confirmed}; error_code "
+                       f"{r.error_code}; {r.error_string}".rstrip("; "), level))
+    for r in report.stops:
+        events.append((r.requested_at, f"{r.kind.value}_requested", "executor",
+                       f"{r.kind.value} requested ({r.reason}) at plan time "
+                       f"{r.plan_time_requested:.3f} s", Log.WARN))
+    if report.first_failure is not None:
+        f = report.first_failure
+        when = failed_at if failed_at is not None else now
+        events.append((when, "failure", f.arm or "executor",
+                       f"first failure: {f.reason.value}: {f.error_string}", Log.ERROR))
+    for t, kind, source, text, level in sorted(events, key=lambda e: e[0]):
+        out.append((EVENTS_TOPIC, event_message(kind, text, source, t, level), log_ns(t)))
+    return sorted(out, key=lambda m: m[2])
+
+
 class ExecutionRecording:
     """Args:
         path: the bag directory (must not exist).
@@ -157,41 +212,8 @@ class ExecutionRecording:
 
     def _write_run(self, report: ExecutionReport, runs: Mapping, now: float,
                    failed_at: Optional[float]) -> None:
-        offset_ns = time.time_ns() - int(now * 1e9)
-
-        def log_ns(t: float) -> int:
-            return int(t * 1e9) + offset_ns
-
-        bag = self.bag
-        events = []
-        if report.start_stamp is not None:
-            events.append((report.start_stamp, "start_stamp", "executor",
-                           f"shared start stamp {report.start_stamp:.6f} s", Log.INFO))
-        for arm, run in runs.items():
-            for sent_at, goal in run.sent:
-                bag.write(goal_topic(arm), goal, log_ns(sent_at))
-        for arm, r in report.arms.items():
-            for t, kind, text in ((r.goal_sent_at, "goal_sent", "goal sent"),
-                                  (r.accepted_at, "goal_accepted", "goal accepted"),
-                                  (r.cancel_requested_at, "cancel_requested", "cancel requested"),
-                                  (r.cancel_acknowledged_at, "cancel_acknowledged",
-                                   "cancel acknowledged")):
-                if t is not None:
-                    events.append((t, kind, arm, text, Log.INFO))
-            confirmed = "stop confirmed" if r.stop_confirmed else "STOP UNCONFIRMED"
-            level = Log.INFO if r.status is ArmStatus.SUCCEEDED else Log.WARN
-            if not r.stop_confirmed:
-                level = Log.ERROR
-            end = r.result_at if r.result_at is not None else now
-            events.append((end, "result", arm, f"{r.status.value}: {confirmed}; error_code "
-                           f"{r.error_code}; {r.error_string}".rstrip("; "), level))
-        if report.first_failure is not None:
-            f = report.first_failure
-            when = failed_at if failed_at is not None else now
-            events.append((when, "failure", f.arm or "executor",
-                           f"first failure: {f.reason.value}: {f.error_string}", Log.ERROR))
-        for t, kind, source, text, level in sorted(events, key=lambda e: e[0]):
-            bag.event(kind, text, source, stamp_s=t, log_time_ns=log_ns(t), level=level)
+        for topic, msg, log_ns in run_messages(report, runs, now, failed_at):
+            self.bag.write(topic, msg, log_ns)
 
     def abandon(self) -> None:
         """Close the bag without an execution (nothing ran)."""

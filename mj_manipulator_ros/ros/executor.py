@@ -53,6 +53,7 @@ from mj_manipulator_ros.core.sync import (
 from mj_manipulator_ros.core.tolerances import GoalTolerances
 from mj_manipulator_ros.core.validation import check_speed_factor, validate_plan
 from mj_manipulator_ros.ros.arm_client import ArmChannel, FeedbackHook
+from mj_manipulator_ros.ros.black_box import BlackBox
 from mj_manipulator_ros.ros.context import RosContext
 from mj_manipulator_ros.ros.conversion import trajectory_points
 from mj_manipulator_ros.ros.execution_run import JOIN_SLACK_S, ExecutionRun, RunParts
@@ -122,6 +123,12 @@ class MultiArmExecutor:
         self.monitor = JointStateMonitor(self._clock_node, {a.joint_states_topic for a in config.arms},
                                          self.now, names=config.names_on_topics())
         self.start_check = StartCheck(config, self.monitor)
+        #: always recording (``ros/black_box.py``): an execution that fails, stops or is
+        #: canceled after a goal was sent leaves a file its report names; None when
+        #: ``execution.black_box_s`` is 0
+        self.black_box: BlackBox | None = (
+            BlackBox(self._clock_node, config, self.monitor.readings)
+            if config.execution.black_box_s > 0 else None)
         #: the report of the approach move of the latest ``execute(approach=True)``, if one ran
         self.last_approach_report: ExecutionReport | None = None
         self._run_lock = threading.Lock()          # one execution at a time
@@ -314,17 +321,47 @@ class MultiArmExecutor:
         scope = scope or CancelScope()
         log = self.phases = PhaseLog()
         said: dict = {"stop_limits": stop_limits if checked else ""}
+        # the black box keeps the window before whatever moment this execution fails at
+        held = self.black_box.hold() if self.black_box is not None else None
         try:
             report = self._execute_phases(plan, record, scope, tolerances, checked, approach, log,
                                           said)
+        except BaseException:
+            if held is not None:
+                self.black_box.release(held)
+            raise
         finally:
             log.enter(ExecutionPhase.DONE, time.monotonic(), "the report is made")
         # a run's report has its phase times already (its bag holds that report); a report
         # made before any goal was sent gets them here; what the stop limits did, here
         if not report.phase_times:
             report = dataclasses.replace(report, phase_times=log.durations())
-        return dataclasses.replace(report, stop_limits=said["stop_limits"]) \
-            if said.get("stop_limits") else report
+        if said.get("stop_limits"):
+            report = dataclasses.replace(report, stop_limits=said["stop_limits"])
+        return self._to_black_box(report, scope, held)
+
+    def _to_black_box(self, report: ExecutionReport, scope: CancelScope,
+                      held: int | None) -> ExecutionReport:
+        """An execution that did not succeed (failed, stopped, canceled) after a goal was sent:
+        its black box file is written (a thread of the black box's) and named in the report."""
+        run = self.last_run
+        if self.black_box is None:
+            return report
+        if (report.succeeded or run is None
+                or not any(r.goal_sent_at is not None for r in report.arms.values())):
+            self.black_box.release(held)
+            return report
+        # the moment it went wrong: the first failure as the scope recorded it, else (a
+        # controlled stop, a pause not resumed) the first stop's request
+        now, failed = self.now(), scope.canceled_at_monotonic
+        if failed is not None:
+            ago = time.monotonic() - failed
+        elif report.stops:
+            ago = now - report.stops[0].requested_at
+        else:
+            ago = 0.0
+        path = self.black_box.dump(report, run.plan, run.arms, now, max(0.0, ago), held)
+        return dataclasses.replace(report, black_box_path=str(path))
 
     def _execute_phases(self, plan: MultiArmPlan, record: str | None, scope: CancelScope,
                         tolerances: Mapping[str, GoalTolerances] | None, checked: bool,
@@ -661,6 +698,8 @@ class MultiArmExecutor:
         try:
             with self._scope_lock:
                 self._closed = True
+            if self.black_box is not None:
+                self.black_box.close()   # the file being written finished (bounded)
             self._clock_spinner.stop()
             for ch in self.channels.values():
                 ch.close()

@@ -1,0 +1,306 @@
+"""The black box: the last seconds of everything the arms said, always kept, written on a failure.
+
+While the executor lives, the black box keeps in memory (:class:`Ring`) the last
+``execution.black_box_s`` seconds of the arms' joint states, each arm's action feedback and
+status, the simulator's ``/diagnostics`` where one publishes them, as the bytes DDS delivered
+(raw subscriptions on the executor's own node and spinning thread: no decode, no thread of its
+own while nothing failed), bounded by ``execution.black_box_max_mb``. When an execution fails,
+is stopped or canceled after a goal was sent, :meth:`BlackBox.dump` names the file at once (the
+report carries it) and a writer thread records on until every arm of the plan is at rest (or
+``execution.black_box_after_s``), then writes the window from ``black_box_s`` before the failure
+to there, with the executor's goals and events (:func:`run_messages`), the plan, configuration
+and report inside, as one rosbag2 MCAP file (``ros/bag_file.py``: synced chunk by chunk, so a
+cut file is readable up to the cut), and deletes its own files beyond the newest
+``execution.black_box_keep``.
+
+Topics in the file: those of ``ros/bag_recorder.py`` (``--record``), plus ``/diagnostics``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
+
+from action_msgs.msg import GoalStatusArray
+from control_msgs.action import FollowJointTrajectory
+from rcl_interfaces.msg import Log
+from rclpy.qos import QoSProfile
+from rclpy.serialization import serialize_message
+from sensor_msgs.msg import JointState
+
+from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.plan import MultiArmPlan
+from mj_manipulator_ros.core.report import ExecutionReport
+from mj_manipulator_ros.ros.bag_file import BagFile
+from mj_manipulator_ros.ros.bag_recorder import (
+    EVENTS_TOPIC, FEEDBACK, TYPE_NAMES, event_message, goal_topic)
+from mj_manipulator_ros.ros.bag_types import BagTypes
+from mj_manipulator_ros.ros.execution_recording import config_text, plan_text, run_messages
+
+DIAGNOSTICS = "/diagnostics"
+DIAGNOSTICS_TYPE = "diagnostic_msgs/msg/DiagnosticArray"
+#: bytes a kept message costs besides its data (tuple, int, bytes object headers)
+PER_MESSAGE_BYTES = 120
+#: the file names the black box writes (and the only files it deletes)
+PREFIX, SUFFIX = "blackbox_", ".mcap"
+#: an arm is at rest when no joint of it moved more than this (rad or m) over REST_WINDOW_S
+REST_TOLERANCE = 1e-4
+REST_WINDOW_S = 0.1
+#: joint states not refreshed for this long (s): rest cannot be seen, the writer stops waiting
+STALE_S = 0.5
+#: the writer thread's join beyond black_box_after_s, s (writing ~10 s of messages: ~0.1 s)
+WRITE_JOIN_S = 10.0
+
+
+def default_directory() -> Path:
+    """``$ROS_HOME/mj_manipulator_ros/black_box`` (``$ROS_HOME``: ``~/.ros`` when unset)."""
+    home = os.environ.get("ROS_HOME") or os.path.join(os.path.expanduser("~"), ".ros")
+    return Path(home) / "mj_manipulator_ros" / "black_box"
+
+
+class Ring:
+    """The kept messages: (receipt time ns, topic, bytes), oldest first, at most ``window_ns``
+    older than the newest (or than a pinned time, whichever is older) and ``max_bytes`` in all.
+    Any thread."""
+
+    def __init__(self, window_ns: int, max_bytes: int) -> None:
+        self.window_ns = window_ns
+        self.max_bytes = max_bytes
+        self._items: collections.deque = collections.deque()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._pins: list[int] = []
+        #: messages dropped to stay within max_bytes, in all
+        self.dropped = 0
+        #: the first message's receipt time, ns (None before one came): the ring holds a whole
+        #: window once ``window_ns`` has passed since
+        self.first_ns: Optional[int] = None
+
+    def add(self, t_ns: int, topic: str, data: bytes) -> None:
+        with self._lock:
+            if self.first_ns is None:
+                self.first_ns = t_ns
+            self._items.append((t_ns, topic, data))
+            self._bytes += len(data) + PER_MESSAGE_BYTES
+            cutoff = t_ns - self.window_ns
+            if self._pins:
+                cutoff = min(cutoff, min(self._pins))
+            items = self._items
+            while items and (items[0][0] < cutoff or self._bytes > self.max_bytes):
+                if items[0][0] >= cutoff:
+                    self.dropped += 1
+                self._bytes -= len(items.popleft()[2]) + PER_MESSAGE_BYTES
+
+    def pin(self, t_ns: int) -> None:
+        """Keep every message from ``t_ns`` on (within max_bytes) until :meth:`unpin`."""
+        with self._lock:
+            self._pins.append(t_ns)
+
+    def unpin(self, t_ns: int) -> None:
+        with self._lock:
+            self._pins.remove(t_ns)
+
+    def since(self, t_ns: int) -> list[tuple[int, str, bytes]]:
+        """The kept messages received at ``t_ns`` or later, oldest first."""
+        with self._lock:
+            return [m for m in self._items if m[0] >= t_ns]
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the kept messages count for, bytes."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class BlackBox:
+    """Args:
+        node: the node to subscribe on (spun elsewhere: the executor's clock node).
+        config: the executor configuration (topics; ``execution.black_box_*``).
+        readings: joint names -> their latest readings or None
+            (``JointStateMonitor.readings``): how the writer sees the arms come to rest.
+    """
+
+    def __init__(self, node, config: ExecutorConfig,
+                 readings: Callable[[Sequence[str]], Optional[Mapping]]) -> None:
+        s = config.execution
+        self.config = config
+        self.directory = Path(s.black_box_dir) if s.black_box_dir else default_directory()
+        self.ring = Ring(int(s.black_box_s * 1e9), int(s.black_box_max_mb * 1e6))
+        self._readings = readings
+        received = {t: JointState for t in dict.fromkeys(a.joint_states_topic
+                                                        for a in config.arms)}
+        for arm in config.arms:
+            received[f"{arm.action_name}/_action/feedback"] = FEEDBACK
+            received[f"{arm.action_name}/_action/status"] = GoalStatusArray
+        self.topics: dict[str, str] = {t: TYPE_NAMES[c] for t, c in received.items()}
+        subscribed = list(received.items())
+        try:
+            from diagnostic_msgs.msg import DiagnosticArray
+            subscribed.append((DIAGNOSTICS, DiagnosticArray))
+            self.topics[DIAGNOSTICS] = DIAGNOSTICS_TYPE
+        except ImportError:   # no diagnostics interface installed: no simulator here either
+            pass
+        for arm in config.arms:
+            self.topics[goal_topic(arm.name)] = TYPE_NAMES[FollowJointTrajectory.Goal]
+        self.topics[EVENTS_TOPIC] = TYPE_NAMES[Log]
+        self._node = node
+        qos = QoSProfile(depth=100)
+        self._subs = [node.create_subscription(cls, topic, self._receiver(topic), qos, raw=True)
+                      for topic, cls in subscribed]
+        self._writer: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+        #: the latest file named by :meth:`dump`, and what became of it (None: written, or
+        #: still being written; else why it was not written whole)
+        self.last_path: Optional[Path] = None
+        self.last_error: Optional[str] = None
+        #: how the latest dump's wait for rest ended (said in its file's events too)
+        self.last_rest: str = ""
+
+    def _receiver(self, topic: str):
+        add = self.ring.add
+
+        def receive(data: bytes) -> None:
+            add(time.time_ns(), topic, data)
+        return receive
+
+    def hold(self) -> int:
+        """From now until :meth:`release` (or the :meth:`dump` given it), the ring keeps every
+        message from one window before now (an execution begins: whenever it fails, the
+        window before the failure is still there). Returns the hold's token."""
+        token = time.time_ns() - self.ring.window_ns
+        self.ring.pin(token)
+        return token
+
+    def release(self, token: int) -> None:
+        self.ring.unpin(token)
+
+    def dump(self, report: ExecutionReport, plan: MultiArmPlan, runs: Mapping, now: float,
+             failed_ago_s: float, held: Optional[int] = None) -> Path:
+        """Write the black box for this execution: returns the file it is being written to
+        (a writer thread waits for rest, then writes; :meth:`wait_written`).
+
+        Args:
+            report: the execution's report (kept in the file).
+            plan: the plan that ran (kept in the file; its arms are the ones waited for).
+            runs: arm -> its ArmRun (the goals as sent).
+            now: the controllers' clock now, s.
+            failed_ago_s: how long ago (s, this machine's clock) the first failure was
+                recorded: the window reaches ``black_box_s`` before it.
+            held: the execution's :meth:`hold`, released once the file is written.
+        """
+        self.wait_written(self._join_s())   # one file at a time, in order
+        failed_ns = time.time_ns() - int(failed_ago_s * 1e9)
+        start_ns = failed_ns - self.ring.window_ns
+        self.ring.pin(start_ns)
+        if held is not None:
+            self.ring.unpin(held)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+        path = self.directory / f"{PREFIX}{stamp}_{report.status.value}{SUFFIX}"
+        report = dataclasses.replace(report, black_box_path=str(path))
+        written = run_messages(report, runs, now, now - failed_ago_s)
+        joints = [j for a in plan.arm_names for j in self.config.arm(a).joint_names]
+        artifacts = {"plan": plan_text(plan), "config": config_text(self.config)}
+        with self._lock:
+            self.last_path, self.last_error, self.last_rest = path, None, ""
+            self._writer = threading.Thread(
+                target=self._write, args=(path, start_ns, written, joints, artifacts, report),
+                name="mjmr-black-box", daemon=True)
+            self._writer.start()
+        return path
+
+    def _join_s(self) -> float:
+        return self.config.execution.black_box_after_s + WRITE_JOIN_S
+
+    def _write(self, path: Path, start_ns: int, written: list, joints: list[str],
+               artifacts: dict, report: ExecutionReport) -> None:
+        try:
+            rest = self._wait_rest(joints)
+            self.last_rest = rest
+            kept = self.ring.since(start_ns)
+            types = BagTypes.shared()
+            extra = [(t, topic, types.exact_cdr(self.topics[topic], serialize_message(msg)))
+                     for topic, msg, t in written]
+            note = event_message("black_box", f"{rest}; window from {start_ns * 1e-9:.3f} s "
+                                 f"(unix time), {len(kept)} messages kept, "
+                                 f"{self.ring.dropped} dropped in all to stay within "
+                                 f"{self.ring.max_bytes / 1e6:.0f} MB", level=Log.INFO)
+            extra.append((time.time_ns(), EVENTS_TOPIC, types.exact_cdr(
+                self.topics[EVENTS_TOPIC], serialize_message(note))))
+            bag = BagFile(path, self.topics, artifacts)
+            try:
+                for t, topic, data in sorted(kept + extra, key=lambda m: m[0]):
+                    bag.write(topic, t, data)
+                bag.attach("report", report.to_json())
+            finally:
+                bag.close()
+            self._rotate()
+        except Exception as exc:  # noqa: BLE001 - a thread: kept for the caller to read
+            self.last_error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.ring.unpin(start_ns)
+
+    def _wait_rest(self, joints: Sequence[str]) -> str:
+        """Wait (this machine's clock, at most ``black_box_after_s``) until no joint of
+        ``joints`` moved more than REST_TOLERANCE over REST_WINDOW_S of fresh readings. Says how
+        it ended."""
+        bound = self.config.execution.black_box_after_s
+        t0 = time.monotonic()
+        history: collections.deque = collections.deque()
+        while True:
+            now = time.monotonic()
+            readings = self._readings(joints)
+            if readings is None:
+                return "rest not seen: no joint states of every joint of the plan's arms"
+            pos = [readings[j].position for j in joints]
+            got = max(r.received for r in readings.values())
+            if not history or history[-1][1] != got:
+                history.append((now, got, pos))
+            while len(history) > 1 and now - history[1][0] >= REST_WINDOW_S:
+                history.popleft()
+            if now - history[-1][0] > STALE_S:
+                return (f"rest not seen: joint states stopped arriving "
+                        f"({now - history[-1][0]:.2f} s without one)")
+            first = history[0]
+            if now - first[0] >= REST_WINDOW_S and len(history) > 1 and max(
+                    abs(a - b) for a, b in zip(first[2], pos)) <= REST_TOLERANCE:
+                return f"every arm at rest {now - t0:.3f} s after the execution ended"
+            if now - t0 >= bound:
+                return (f"not every arm at rest {bound:g} s after the execution ended "
+                        "(execution.black_box_after_s): the file ends there")
+            time.sleep(0.01)
+
+    def _rotate(self) -> None:
+        keep = self.config.execution.black_box_keep
+        own = sorted(p for p in self.directory.glob(f"{PREFIX}*{SUFFIX}") if p.is_file())
+        for old in own[:-keep]:
+            try:
+                old.unlink()
+            except OSError:
+                pass
+
+    def wait_written(self, timeout: float) -> bool:
+        """Wait (bounded) until the latest file is written; True when no writer is left."""
+        with self._lock:
+            writer = self._writer
+        if writer is None:
+            return True
+        writer.join(timeout)
+        return not writer.is_alive()
+
+    def close(self) -> None:
+        """Finish the file being written (bounded), then stop keeping messages."""
+        self.wait_written(self._join_s())
+        for sub in self._subs:
+            try:
+                self._node.destroy_subscription(sub)
+            except Exception:  # noqa: BLE001 - the node may be gone already
+                pass
+        self._subs = []

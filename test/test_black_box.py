@@ -1,0 +1,287 @@
+"""The black box (ros/black_box.py): always recording, written on a failure without --record,
+read back with an independent reader (test/bag_reader.py: mcap, mcap_ros2, rclpy, and rosbags'
+AnyReader on every message); a file cut mid-write by a killed process read up to the cut."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from control_msgs.action import FollowJointTrajectory
+
+from bag_reader import read_bag
+from mj_manipulator_ros.core.report import ArmStatus, ExecutionStatus, FailureReason
+from mj_manipulator_ros.ros.bag_file import BagFile, read_cut, recover
+from mj_manipulator_ros.ros.bag_recorder import EVENTS_TOPIC, FEEDBACK
+from mj_manipulator_ros.ros.black_box import PREFIX, Ring
+from mj_manipulator_ros.ros.executor import MultiArmExecutor
+from rcl_interfaces.msg import Log
+from sensor_msgs.msg import JointState
+from test_execution_watch import swing_plan
+from tiny_arm import tiny_config
+
+WINDOW_S = 1.0
+ACTION = "/{}_arm_controller/follow_joint_trajectory"
+
+
+def wait_full(executor: MultiArmExecutor) -> None:
+    """Until the black box has kept messages for a whole window (its subscriptions matched:
+    DDS discovery, longer on a loaded machine), bounded."""
+    deadline = time.monotonic() + 20.0
+    ring = executor.black_box.ring
+    while ring.first_ns is None or time.time_ns() - ring.first_ns < ring.window_ns:
+        assert time.monotonic() < deadline, "the black box received nothing for 20 s"
+        time.sleep(0.02)
+
+
+def _joint_states(bag) -> list[tuple[int, JointState]]:
+    return [(t, m) for (topic, t, _), m in zip(bag.on("/joint_states"),
+                                                bag.decoded("/joint_states", JointState))]
+
+
+def test_a_failure_leaves_a_file_no_one_asked_for(tiny_sim, ros, tmp_path) -> None:
+    """The left arm's goal aborts mid-swing (simulator fault), no --record: the report names a
+    black box file holding the window before the failure, every arm until at rest after it,
+    the goals and events, plan, config and report; every message deserializes. A second
+    failure with black_box_keep 1 leaves only its own file (a file not the black box's stays)."""
+    tiny_sim(left={"abort_after_s": 0.9})
+    box = tmp_path / "box"
+    box.mkdir()
+    (box / "notes.mcap").write_text("not the black box's")
+    config = tiny_config(tmp_path, execution={
+        "use_sim_time": True, "black_box_s": WINDOW_S, "black_box_dir": str(box),
+        "black_box_keep": 1}).executor
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        wait_full(executor)
+        report = executor.execute(swing_plan())
+        assert report.first_failure is not None and report.first_failure.arm == "left", \
+            report.summary()
+        assert report.first_failure.reason is FailureReason.ABORTED
+        assert report.black_box_path and f"black box: {report.black_box_path}" in report.summary()
+        assert executor.black_box.wait_written(15.0), "the black box's writer did not end"
+        assert executor.black_box.last_error is None, executor.black_box.last_error
+        first = Path(report.black_box_path)
+        bag = read_bag(first)
+        second = executor.execute(swing_plan(), approach=True)
+        assert executor.black_box.wait_written(15.0)
+    # rotation: only the newest of its own files, the foreign file untouched
+    assert sorted(p.name for p in box.iterdir()) == sorted(
+        ["notes.mcap", Path(second.black_box_path).name])
+    assert Path(second.black_box_path).name.startswith(PREFIX)
+
+    # the report and the plan inside; the report names this very file
+    inside = json.loads(bag.attachments["report"])
+    assert inside["black_box_path"] == str(first) and inside["status"] == report.status.value
+    assert "arms:" in bag.attachments["plan"] and "arms" in bag.attachments["config"]
+    # events: the failure among them, at the time the executor recorded it
+    events = [(t, m) for (_, t, _), m in zip(bag.on(EVENTS_TOPIC), bag.decoded(EVENTS_TOPIC, Log))]
+    failure = [t for t, m in events if m.function == "failure"]
+    assert len(failure) == 1, [m.function for _, m in events]
+    results = [t for t, m in events if m.function == "result"]
+    assert len(results) == 2
+    # the window: joint states from at least black_box_s before the failure (one message
+    # period of slack: the sim publishes at its joint-state rate), to every arm at rest after
+    # the last result
+    states = _joint_states(bag)
+    times = np.array([t for t, _ in states]) * 1e-9
+    period = float(np.median(np.diff(times)))
+    assert times[0] <= failure[0] * 1e-9 - WINDOW_S + period, \
+        (times[0], failure[0] * 1e-9, period)
+    assert times[-1] >= max(results) * 1e-9
+    last = [t for t, _ in states if t >= states[-1][0] - 0.1e9]
+    end = np.array([m.position for t, m in states if t in set(last)])
+    assert np.abs(end - end[-1]).max() <= 1e-4, "the file ends before the arms are at rest"
+    assert any(m.function == "black_box" and m.msg.startswith("every arm at rest")
+               for _, m in events), [m.msg for _, m in events if m.function == "black_box"]
+    # goals as sent and the feedback of both arms
+    goals = bag.decoded("/mj_manipulator/left/goal", FollowJointTrajectory.Goal)
+    assert goals and list(goals[0].trajectory.joint_names) == \
+        list(config.arm("left").joint_names)
+    for arm in ("left", "right"):
+        assert bag.on(f"{ACTION.format(arm)}/_action/feedback"), arm
+        assert bag.decoded(f"{ACTION.format(arm)}/_action/feedback", FEEDBACK)
+    assert report.arms["right"].status in (ArmStatus.STOPPED, ArmStatus.CANCELED)
+
+
+@pytest.mark.parametrize("kind", ["watch", "operator"])
+def test_a_watch_trip_and_an_operator_stop_leave_their_files(kind, tiny_sim, ros,
+                                                           tmp_path) -> None:
+    """The other kinds of failure after motion: the watch trips (the left controller stops
+    following mid-swing: ``freeze``) and an operator's stop (``MultiArmExecutor.stop``), each
+    at a seeded random moment: a file with the window before the failure and every arm at rest
+    after it."""
+    import threading
+
+    at = float(np.random.default_rng(11 if kind == "watch" else 12).uniform(0.4, 1.2))
+    node = tiny_sim()
+    config = tiny_config(tmp_path, execution={
+        "use_sim_time": True, "black_box_s": WINDOW_S,
+        "black_box_dir": str(tmp_path / "box")}).executor
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        wait_full(executor)
+
+        def later() -> None:
+            deadline = time.monotonic() + 20.0
+            while executor.current_stamp is None and time.monotonic() < deadline:
+                time.sleep(0.002)
+            stamp = executor.current_stamp
+            while stamp is not None and executor.now() < stamp.seconds + at \
+                    and time.monotonic() < deadline:
+                time.sleep(0.002)
+            if kind == "watch":
+                node.set_faults("left", freeze=True)
+            else:
+                executor.stop("operator stop (test)")
+        thread = threading.Thread(target=later, daemon=True)
+        thread.start()
+        report = executor.execute(swing_plan())
+        thread.join(25.0)
+        assert executor.black_box.wait_written(15.0)
+        assert executor.black_box.last_error is None, executor.black_box.last_error
+    f = report.first_failure
+    if kind == "watch":
+        assert f is not None and f.reason in (FailureReason.PROGRESS_SKEW,
+                                              FailureReason.TRACKING_ERROR), report.summary()
+        moment = "failure"
+    else:   # a controlled stop: no failure, the stop's request is the moment
+        assert report.status is ExecutionStatus.STOPPED and f is None, report.summary()
+        assert "operator" in report.stops[0].reason
+        moment = "stop_requested"
+    bag = read_bag(Path(report.black_box_path))
+    events = [(t, m) for (_, t, _), m in zip(bag.on(EVENTS_TOPIC), bag.decoded(EVENTS_TOPIC, Log))]
+    failure = [t for t, m in events if m.function == moment][0] * 1e-9
+    states = _joint_states(bag)
+    times = np.array([t for t, _ in states]) * 1e-9
+    assert times[0] <= failure - WINDOW_S + float(np.median(np.diff(times))), \
+        (times[0], failure)
+    assert times[-1] >= max(t for t, m in events if m.function == "result") * 1e-9
+    end = np.array([m.position for t, m in states if t >= states[-1][0] - 0.1e9])
+    assert np.abs(end - end[-1]).max() <= 1e-4, "the file ends before the arms are at rest"
+    assert json.loads(bag.attachments["report"])["status"] == report.status.value
+
+
+def test_success_writes_nothing_and_zero_turns_it_off(tiny_sim, ros, tmp_path) -> None:
+    tiny_sim(left={"abort_after_s": 0.5})
+    box = tmp_path / "box"
+    config = tiny_config(tmp_path, execution={"use_sim_time": True, "black_box_s": 0.0,
+                                              "black_box_dir": str(box)}).executor
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        assert executor.black_box is None
+        report = executor.execute(swing_plan())
+    assert report.first_failure is not None and report.black_box_path is None
+    assert not box.exists()
+
+
+def test_the_ring_keeps_the_window_the_pin_and_the_byte_bound() -> None:
+    """Against a plain list filter: the window, a pin holding older messages, the byte cap
+    dropping the oldest first and counting them."""
+    rng = np.random.default_rng(7)
+    ring = Ring(window_ns=1_000, max_bytes=10**9)
+    every = []
+    t = 0
+    for k in range(2_000):
+        t += int(rng.integers(1, 20))
+        data = bytes(int(rng.integers(1, 50)))
+        if k == 1_000:
+            ring.pin(t - 500)
+            pinned = t - 500
+        if k == 1_500:
+            ring.unpin(pinned)
+        every.append((t, "a", data))
+        ring.add(t, "a", data)
+        if k < 1_000 or k >= 1_500:
+            want = [m for m in every if m[0] >= t - 1_000]
+        else:
+            want = [m for m in every if m[0] >= min(t - 1_000, pinned)]
+        assert ring.since(0) == want, k
+    capped = Ring(window_ns=10**12, max_bytes=10 * (100 + 120))
+    for k in range(25):
+        capped.add(k, "a", bytes(100))
+    assert [m[0] for m in capped.since(0)] == list(range(15, 25)) and capped.dropped == 15
+
+
+WRITER = r"""
+import sys, time
+import mj_manipulator_ros
+from rclpy.serialization import serialize_message
+from sensor_msgs.msg import JointState
+from mj_manipulator_ros.ros.bag_file import BagFile
+from mj_manipulator_ros.ros.bag_types import BagTypes
+types = BagTypes.shared()
+name = "sensor_msgs/msg/JointState"
+bag = BagFile(sys.argv[1], {"/joint_states": name}, {"plan": "arms: {}\n"})
+k = 0
+while True:   # until killed
+    m = JointState(name=[f"j{i}" for i in range(14)], position=[k * 1e-3] * 14)
+    m.header.stamp.sec = k
+    bag.write("/joint_states", 10**9 + k * 10**6, types.exact_cdr(name, serialize_message(m)))
+    k += 1
+    if k % 200 == 0:
+        time.sleep(0.001)
+"""
+
+
+def test_a_file_cut_by_a_killed_writer_reads_up_to_the_cut(tmp_path) -> None:
+    """A process writing a black box file is killed (SIGKILL) mid-write: its complete chunks
+    read (every message, in order, deserializing), no footer (rosbags' reader refuses the cut
+    file), and recover() writes them into a file every reader opens."""
+    from rosbags.highlevel import AnyReader
+
+    path = tmp_path / "cut.mcap"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)])
+    try:
+        deadline = time.monotonic() + 60.0
+        while (not path.exists() or path.stat().st_size < 600_000) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the writer wrote too little in 60 s"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL, "the writer ended before it was killed"
+    records = list(read_cut(path))
+    messages = [r for kind, _, r in records if kind == "message"]
+    stamps = [JointStateFrom(r.data).header.stamp.sec for r in messages]
+    assert len(messages) > 1_000 and stamps == list(range(len(stamps)))
+    assert any(kind == "attachment" and key == "plan" for kind, key, _ in records)
+    with pytest.raises(Exception):
+        with AnyReader([path]):
+            pass
+    fixed = tmp_path / "recovered.mcap"
+    assert recover(path, fixed) == {"/joint_states": len(messages)}
+    bag = read_bag(fixed)
+    assert [m.header.stamp.sec for m in bag.decoded("/joint_states", JointState)] == stamps
+    assert bag.attachments["plan"] == "arms: {}\n"
+
+
+def JointStateFrom(raw: bytes) -> JointState:  # noqa: N802 - reads like the type it makes
+    from rclpy.serialization import deserialize_message
+    return deserialize_message(raw, JointState)
+
+
+def test_a_whole_file_is_a_bag_every_reader_opens(tmp_path) -> None:
+    from rclpy.serialization import serialize_message
+
+    from mj_manipulator_ros.ros.bag_types import BagTypes
+
+    types = BagTypes.shared()
+    name = "sensor_msgs/msg/JointState"
+    bag = BagFile(tmp_path / "whole.mcap", {"/joint_states": name}, {"config": "arms: []\n"})
+    for k in range(300):
+        m = JointState(name=["a"], position=[float(k)])
+        bag.write("/joint_states", 10**9 + k, types.exact_cdr(name, serialize_message(m)))
+    bag.attach("report", json.dumps({"status": "failed"}))
+    bag.close()
+    read = read_bag(tmp_path / "whole.mcap")
+    assert [m.position[0] for m in read.decoded("/joint_states", JointState)] == \
+        [float(k) for k in range(300)]
+    assert json.loads(read.attachments["report"]) == {"status": "failed"}
+    with pytest.raises(Exception, match="exists"):
+        BagFile(tmp_path / "whole.mcap", {"/joint_states": name})
