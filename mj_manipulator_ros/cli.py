@@ -61,6 +61,7 @@ def _make_plan(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace) -> int:
+    import json
     import signal
     import threading
     from pathlib import Path
@@ -110,6 +111,10 @@ def _execute(args: argparse.Namespace) -> int:
                 plan = plan.time_scaled(check_speed_factor(args.speed, config))
             validate_plan(plan, config)
             artifacts = {}
+            if args.record and args.continue_plan:
+                raise MjManipulatorError("--record with --continue: the continuation runs as "
+                                         "up to three executions; record them with the black "
+                                         "box (execution.black_box_s) or a bag of your own")
             if args.record:
                 if Path(args.record).exists():
                     raise MjManipulatorError(f"--record {args.record}: exists; a bag is never "
@@ -134,9 +139,16 @@ def _execute(args: argparse.Namespace) -> int:
         except MjManipulatorError as exc:
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        continued = None
         try:
-            report = executor.execute(plan, record=args.record, scope=scope,
-                                      approach=args.approach)
+            if args.continue_plan:
+                near = None if args.continue_near is None else \
+                    {a: args.continue_near for a in plan.arm_names}
+                continued = executor.continue_plan(plan, approach=args.approach, hints=near)
+                report = continued.rest or continued.retrace or continued.approach
+            else:
+                report = executor.execute(plan, record=args.record, scope=scope,
+                                          approach=args.approach)
         except MjManipulatorError as exc:  # refused (pre-flight, start state, clocks, record
             # space): nothing was sent
             print(f"mj-manipulator-ros execute: {exc}", file=sys.stderr)
@@ -146,7 +158,11 @@ def _execute(args: argparse.Namespace) -> int:
             return EXIT_REFUSED
         finally:
             executor.close()
-        print(report.to_json() if args.json else report.summary(), flush=True)
+        if continued is not None:
+            print(json.dumps(continued.to_dict(), indent=2) if args.json else continued.summary(),
+                  flush=True)
+        else:
+            print(report.to_json() if args.json else report.summary(), flush=True)
         if report.record_error is not None:
             _save_report_elsewhere(report)
         # every arm has stopped and the report is out: from here the process only exits, and a
@@ -605,7 +621,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "plan, config, report and scene inside")
     p.add_argument("--approach", action="store_true",
                    help="if an arm is not at the plan's start, first move it there (slowly, "
-                        "synchronized, replay-checked)")
+                        "synchronized, replay-checked); with --continue, an arm off its plan is "
+                        "first moved back to it")
+    p.add_argument("--continue", dest="continue_plan", action="store_true",
+                   help="continue the plan after a stop from where the arms stand: every arm "
+                        "brought back along its own path to the earliest arm's plan time, then "
+                        "the rest of the plan (each part checked); an arm off its plan is "
+                        "refused by name (nothing moves) unless --approach")
+    p.add_argument("--continue-near", type=float, metavar="SECONDS",
+                   help="with --continue: the plan time the arms stopped near (s), where "
+                        "their plan passes their pose more than once")
     overrides.add_arguments(p, ExecutionSettings)
     p.set_defaults(func=_execute)
 

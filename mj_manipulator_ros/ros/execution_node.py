@@ -25,6 +25,12 @@ MoveIt (or anything else) sends one trajectory over the joints of several arms t
   new speed together (``MultiArmExecutor.set_speed``); 0 pauses, a factor while paused resumes;
 - ``~/stop``, ``~/pause``, ``~/resume`` (std_srvs/Trigger): a controlled stop, pause and resume
   of the running goal; the response says what happened or why not;
+- ``~/continue``, ``~/continue_approach`` (std_srvs/Trigger): after the latest goal ended
+  stopped or failed, continue its plan from where the arms stand
+  (``MultiArmExecutor.continue_plan``: every arm brought back along its own path to the earliest
+  arm's plan time, then the rest of the plan); ``~/continue`` refuses an arm off its plan by
+  name, ``~/continue_approach`` first moves it back, checked. The motion runs within the call
+  (no goal of the action); the response says how it ended;
 - ends SUCCEEDED (error_code 0), CANCELED (0; also a controlled stop the client asked for by
   canceling), or ABORTED with the first failure's error_code (-1 INVALID_GOAL when the failure
   carries none, or when an operator stop ended it) and an error_string naming the arm or stop.
@@ -99,7 +105,11 @@ class CombinedTrajectoryServer:
         self._services = [
             node.create_service(Trigger, f"~/{name}", getattr(self, f"_on_{name}"),
                                 callback_group=group)
-            for name in ("stop", "pause", "resume")]
+            for name in ("stop", "pause", "resume", "continue", "continue_approach")]
+        #: the latest goal's plan as it ran (what ``~/continue`` continues)
+        self.last_plan = None
+        #: the latest ``~/continue``'s account (``core/continuation.ContinuationReport``)
+        self.last_continuation = None
         self._server = ActionServer(
             node, FollowJointTrajectory, action_name, self._execute,
             goal_callback=self._on_goal, handle_accepted_callback=self._on_accepted,
@@ -198,6 +208,7 @@ class CombinedTrajectoryServer:
                 self.last_record = record
             checked = dataclasses.replace(checked, timing=dataclasses.replace(
                 checked.timing, to_execute_s=time.monotonic() - checked.timing.accepted_at))
+            self.last_plan = checked.plan
             report = self.executor.execute(checked.plan, scope=scope, record=record,
                                            tolerances=checked.tolerances, checked=True,
                                            stop_limits=checked.stop_limits)
@@ -257,6 +268,47 @@ class CombinedTrajectoryServer:
     def _on_resume(self, request, response):
         """``~/resume``: the checks made before a start, then on along the plan."""
         return self._trigger(response, "resume", self.executor.resume)
+
+    def _on_continue(self, request, response):
+        """``~/continue``: the latest goal's plan from where the arms stand (an arm off its
+        plan refused by name)."""
+        return self._continue(response, approach=False)
+
+    def _on_continue_approach(self, request, response):
+        """``~/continue_approach``: as ``~/continue``, an arm off its plan first moved back."""
+        return self._continue(response, approach=True)
+
+    def _continue(self, response, approach: bool):
+        with self._feedback_lock:
+            running = self._goal_handle is not None
+        plan, last = self.last_plan, self.last_report
+        try:
+            if running or plan is None or last is None or last.succeeded:
+                why = ("a goal is running" if running else "no goal ran yet" if plan is None
+                       else "the latest goal succeeded: nothing to continue")
+                response.success, response.message = False, f"continue: {why}"
+            else:
+                done = self.executor.continue_plan(plan, approach=approach)
+                self.last_continuation = done
+                # what a next ~/continue continues from: the continuation's own end
+                self.last_report = done.rest or done.retrace or done.approach
+                end = done.rest or done.retrace or done.approach
+                response.success = done.succeeded
+                response.message = (
+                    f"continue: {'succeeded' if done.succeeded else 'did not complete'}; "
+                    + done.summary().splitlines()[0]
+                    + ("" if end is None or done.succeeded else
+                       f"; {end.summary().splitlines()[0]}"))
+        except MjManipulatorError as exc:
+            response.success, response.message = False, f"continue refused: {exc}"
+        except Exception as exc:  # noqa: BLE001 - never out of a callback
+            self._unexpected("continue", exc)
+            response.success, response.message = False, f"continue: {type(exc).__name__}: {exc}"
+        if response.success:
+            self.node.get_logger().info(response.message)
+        else:
+            self.node.get_logger().warning(response.message)
+        return response
 
     def _trigger(self, response, what: str, act):
         try:

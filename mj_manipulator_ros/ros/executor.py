@@ -40,6 +40,7 @@ from rclpy.parameter import Parameter
 
 from mj_manipulator_ros.core.approach import approach_plan
 from mj_manipulator_ros.core.config import ExecutorConfig
+from mj_manipulator_ros.core.continuation import ContinuationReport
 from mj_manipulator_ros.core.errors import (
     ExecutionRefusedError, MjManipulatorError, RampLimitError, StartStateError)
 from mj_manipulator_ros.core.answer import Answer, Refusal
@@ -131,6 +132,8 @@ class MultiArmExecutor:
             if config.execution.black_box_s > 0 else None)
         #: the report of the approach move of the latest ``execute(approach=True)``, if one ran
         self.last_approach_report: ExecutionReport | None = None
+        #: the latest execution's report (None before the first)
+        self.last_report: ExecutionReport | None = None
         self._run_lock = threading.Lock()          # one execution at a time
         self._preflight_lock = threading.Lock()    # one pre-flight check at a time (its MjData)
         self._scope_lock = threading.Lock()
@@ -338,7 +341,30 @@ class MultiArmExecutor:
             report = dataclasses.replace(report, phase_times=log.durations())
         if said.get("stop_limits"):
             report = dataclasses.replace(report, stop_limits=said["stop_limits"])
-        return self._to_black_box(report, scope, held)
+        report = self._to_black_box(report, scope, held)
+        self.last_report = report
+        return report
+
+    def continue_plan(self, plan: MultiArmPlan, approach: bool = False,
+                      hints: Mapping[str, float] | None = None) -> ContinuationReport:
+        """Continue ``plan`` after a stop (a controlled stop, a pause that timed out, a
+        peer-failed stop, an operator's stop), nothing restarted: every arm located on its plan
+        from its measured position, those ahead brought back along their own paths to the
+        earliest arm's plan time, then the rest of the plan from rest there; each part
+        validated, gated and start-checked as any plan (``ros/plan_continuation.py``).
+
+        Args:
+            approach: an arm off its plan is first moved to its plan's nearest configuration
+                (rest to rest, checked); without it, such an arm is refused by name.
+            hints: arm -> plan time it is expected near, to choose where a path passes one pose
+                more than once (default: from :attr:`last_report` when it ran this plan).
+
+        Raises:
+            OffPlanError: an arm stands off its plan (without ``approach``): nothing was sent.
+            PlanError, ExecutionRefusedError: as :meth:`execute`, for any part.
+        """
+        from mj_manipulator_ros.ros.plan_continuation import continue_plan
+        return continue_plan(self, plan, approach, hints)
 
     def _to_black_box(self, report: ExecutionReport, scope: CancelScope,
                       held: int | None) -> ExecutionReport:
