@@ -7,6 +7,7 @@ the scene; an arm moved off its plan refused by name before anything moves."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -304,3 +305,51 @@ def test_locate_finds_the_plan_time_refuses_off_and_ambiguous_poses() -> None:
             as caught:
         locate(traj, turn + [0.0, 0.2], tol)
     assert caught.value.plan_time == pytest.approx(1.0, abs=2e-3)
+
+
+def test_the_command_line_continues_a_stopped_plan(tiny_sim, ros, tmp_path) -> None:
+    """``execute PLAN --continue`` in its own process, after a peer-failed stop left by this
+    process's executor (the arms stopped near plan time 1.3 s on an out-and-back plan: said
+    with --continue-near): refused while the left arm is off its plan (exit 2, nothing moved),
+    then ``--continue --approach`` completes the plan (exit 0, JSON account)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from mj_manipulator_ros.core.plan_io import plan_to_mapping
+    from tiny_arm import tiny_mapping
+
+    node = tiny_sim(left={"abort_after_s": 1.3})
+    execution = {"use_sim_time": True, "black_box_s": 0.0}
+    cfg = tiny_config(tmp_path, execution=execution)
+    config_file = tmp_path / "tiny.yaml"
+    config_file.write_text(yaml.safe_dump(tiny_mapping(tmp_path, execution=execution)))
+    plan = curved_plan()
+    plan_file = tmp_path / "curved.yaml"
+    plan_file.write_text(yaml.safe_dump(plan_to_mapping(plan)))
+    with MultiArmExecutor(cfg.executor, context=ros.context) as executor:
+        failed = executor.execute(plan)
+        assert failed.first_failure is not None and failed.stops, failed.summary()
+        node.set_faults("left", abort_after_s=None)
+        here = executor.start_check.measured(["left"])["left"]
+        moved = executor.execute(approach_plan(cfg.executor, {"left": here},
+                                               {"left": here + np.array([0.0, 0.2])}))
+        assert moved.succeeded, moved.summary()
+    cli = [sys.executable, "-m", "mj_manipulator_ros.cli", "execute", str(plan_file),
+           "--config", str(config_file), "--continue", "--json", "--continue-near", "1.3"]
+    goals = {a: len(node.arms[a].tickets) for a in ("left", "right")}
+    refused = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    # the joint farthest from the plan's nearest configuration (moving j2 off the curved path
+    # moves the nearest point along it too)
+    assert re.search(r"arm 'left', joint 'left_j[12]': measured .* off its plan.*nothing was "
+                     r"sent", refused.stderr), refused.stderr
+    assert {a: len(node.arms[a].tickets) for a in ("left", "right")} == goals
+    done = subprocess.run([*cli, "--approach"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    account = json.loads(done.stdout)
+    assert account["succeeded"] and account["off_plan"] == ["left"], account
+    assert account["rest"]["status"] == "succeeded"
+    with MultiArmExecutor(cfg.executor, context=ros.context) as executor:
+        assert at_plan_end(executor, plan) < 0.01
