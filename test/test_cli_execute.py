@@ -54,7 +54,7 @@ def test_execute_prints_json_report_and_exits_0(tmp_path, processes) -> None:
     assert set(report) == {"status", "start_stamp", "first_failure", "arms", "preflight_checked",
                            "record_path", "record_error", "stops", "not_checked",
                            "start_lead_s", "phase_times", "speed_changes_dropped", "requests",
-                           "stop_limits"}
+                           "stop_limits", "black_box_path"}
     assert report["status"] == "succeeded" and report["first_failure"] is None
     for arm in ("left", "right"):
         assert set(report["arms"][arm]) == ARM_KEYS

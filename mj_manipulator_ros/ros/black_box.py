@@ -9,7 +9,9 @@ is stopped or canceled after a goal was sent, :meth:`BlackBox.dump` names the fi
 report carries it) and a writer thread records on until every arm of the plan is at rest (or
 ``execution.black_box_after_s``), then writes the window from ``black_box_s`` before the failure
 to there, with the executor's goals and events (:func:`run_messages`), the plan, configuration
-and report inside, as one rosbag2 MCAP file (``ros/bag_file.py``: synced chunk by chunk, so a
+and report inside, as one rosbag2 MCAP file (written while no execution is in motion,
+:meth:`BlackBox.in_motion`: the next execution's arm threads never wait behind it for the GIL;
+at most ``WRITE_DEFER_S`` later) (``ros/bag_file.py``: synced chunk by chunk, so a
 cut file is readable up to the cut), and deletes its own files beyond the newest
 ``execution.black_box_keep``.
 
@@ -19,6 +21,7 @@ Topics in the file: those of ``ros/bag_recorder.py`` (``--record``), plus ``/dia
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import threading
@@ -54,7 +57,12 @@ REST_TOLERANCE = 1e-4
 REST_WINDOW_S = 0.1
 #: joint states not refreshed for this long (s): rest cannot be seen, the writer stops waiting
 STALE_S = 0.5
-#: the writer thread's join beyond black_box_after_s, s (writing ~10 s of messages: ~0.1 s)
+#: the longest a file waits for no execution to be in motion before it is written anyway, s
+WRITE_DEFER_S = 30.0
+#: messages written between two looks at whether an execution began meanwhile
+WRITE_BATCH = 100
+#: the writer thread's join beyond black_box_after_s and WRITE_DEFER_S, s (writing ~10 s of
+#: messages: ~0.1 s)
 WRITE_JOIN_S = 10.0
 
 
@@ -157,6 +165,9 @@ class BlackBox:
                       for topic, cls in subscribed]
         self._writer: Optional[threading.Thread] = None
         self._lock = threading.Lock()
+        self._idle = threading.Condition()
+        self._running = 0         # executions in motion (in_motion)
+        self._closing = False
         #: the latest file named by :meth:`dump`, and what became of it (None: written, or
         #: still being written; else why it was not written whole)
         self.last_path: Optional[Path] = None
@@ -217,18 +228,25 @@ class BlackBox:
         return path
 
     def _join_s(self) -> float:
-        return self.config.execution.black_box_after_s + WRITE_JOIN_S
+        return self.config.execution.black_box_after_s + WRITE_DEFER_S + WRITE_JOIN_S
 
     def _write(self, path: Path, start_ns: int, written: list, joints: list[str],
                artifacts: dict, report: ExecutionReport) -> None:
+        window_ns = start_ns
         try:
             rest = self._wait_rest(joints)
             self.last_rest = rest
             kept = self.ring.since(start_ns)
+            self.ring.unpin(start_ns)
+            start_ns = None
+            # the file is written while no execution runs (an arm's thread waiting for the
+            # GIL behind this one's would be a slower cancel), for at most WRITE_DEFER_S
+            deadline = time.monotonic() + WRITE_DEFER_S
+            self._wait_idle(deadline)
             types = BagTypes.shared()
             extra = [(t, topic, types.exact_cdr(self.topics[topic], serialize_message(msg)))
                      for topic, msg, t in written]
-            note = event_message("black_box", f"{rest}; window from {start_ns * 1e-9:.3f} s "
+            note = event_message("black_box", f"{rest}; window from {window_ns * 1e-9:.3f} s "
                                  f"(unix time), {len(kept)} messages kept, "
                                  f"{self.ring.dropped} dropped in all to stay within "
                                  f"{self.ring.max_bytes / 1e6:.0f} MB", level=Log.INFO)
@@ -236,7 +254,10 @@ class BlackBox:
                 self.topics[EVENTS_TOPIC], serialize_message(note))))
             bag = BagFile(path, self.topics, artifacts)
             try:
-                for t, topic, data in sorted(kept + extra, key=lambda m: m[0]):
+                for k, (t, topic, data) in enumerate(sorted(kept + extra,
+                                                            key=lambda m: m[0])):
+                    if k % WRITE_BATCH == 0:
+                        self._wait_idle(deadline)
                     bag.write(topic, t, data)
                 bag.attach("report", report.to_json())
             finally:
@@ -245,7 +266,29 @@ class BlackBox:
         except Exception as exc:  # noqa: BLE001 - a thread: kept for the caller to read
             self.last_error = f"{type(exc).__name__}: {exc}"
         finally:
-            self.ring.unpin(start_ns)
+            if start_ns is not None:
+                self.ring.unpin(start_ns)
+
+    @contextlib.contextmanager
+    def in_motion(self):
+        """Around an execution's run (its goals out until its stops confirmed): a file being
+        written waits (at most WRITE_DEFER_S from when it could be written)."""
+        with self._idle:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def _wait_idle(self, deadline: float) -> None:
+        with self._idle:
+            while self._running and not self._closing:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._idle.wait(min(left, 0.1))
 
     def _wait_rest(self, joints: Sequence[str]) -> str:
         """Wait (this machine's clock, at most ``black_box_after_s``) until no joint of
@@ -297,6 +340,9 @@ class BlackBox:
 
     def close(self) -> None:
         """Finish the file being written (bounded), then stop keeping messages."""
+        with self._idle:
+            self._closing = True
+            self._idle.notify_all()
         self.wait_written(self._join_s())
         for sub in self._subs:
             try:

@@ -563,7 +563,10 @@ class MultiArmExecutor:
         run = ExecutionRun(self._parts, plan, scope, tolerances, self.on_feedback, log)
         self.last_run = self._running = run
         try:
-            return run.run()
+            if self.black_box is None:
+                return run.run()
+            with self.black_box.in_motion():   # its writing waits while arms move
+                return run.run()
         finally:
             self._running = None
             if run.stuck:
