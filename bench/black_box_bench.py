@@ -9,7 +9,8 @@ with the black box on every one writes a file.
 - **Peer-cancel latency, on vs off**: from the failing arm's result to each peer's cancel
   acknowledgement, in blocks of executions alternating between an executor with the black box
   off and one with it on (each made for its block: no executor's subscriptions run during the
-  other's block), 2 and 4 arms; the ratio on/off of the median and p99 (same run).
+  other's block), 2 and 4 arms; the ratio on/off of the median and p99 (same run). ``--same``:
+  both kinds of block off (the ratio's noise floor).
 - **Memory over N executions** in one process, black box on (2 arms): the process's resident
   set (VmRSS) and the ring's size after every 100th execution, files left in the directory.
 
@@ -108,7 +109,8 @@ def run_block(ros, arms, plan, executions: int, black_box_s: float, directory: P
     return executor
 
 
-def latency(n_arms: int, blocks: int, per_block: int) -> dict:
+def latency(n_arms: int, blocks: int, per_block: int, same: bool = False) -> dict:
+    """``same``: the "on" blocks with the black box off too (the comparison's noise floor)."""
     arms = [f"arm{k}" for k in range(n_arms)]
     plan = make_plan(tuple(arms), duration=2.0)
     directory = Path(tempfile.mkdtemp(prefix="mjmr-bench-black-box-"))
@@ -118,9 +120,9 @@ def latency(n_arms: int, blocks: int, per_block: int) -> dict:
             servers = Servers(ros, arms)
             try:
                 for b in range(blocks):
-                    black_box_s = 10.0 if b % 2 else 0.0
+                    black_box_s = (0.0 if same else 10.0) if b % 2 else 0.0
                     run_block(ros, arms, plan, per_block, black_box_s, directory,
-                              on if black_box_s else off, unexpected)
+                              on if b % 2 else off, unexpected)
             finally:
                 servers.close()
     finally:
@@ -177,10 +179,13 @@ def main() -> None:
     parser.add_argument("--executions", type=int, default=1000)
     parser.add_argument("--arms", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--same", action="store_true",
+                        help="both kinds of block with the black box off: the noise floor")
     args = parser.parse_args()
     out = {"benchmark": "black_box", "loopback": True, "cpus": os.cpu_count(),
            "joint_state_hz": JOINT_STATE_HZ,
-           "latency": [latency(n, args.blocks, args.per_block) for n in args.arms]}
+           "same": args.same,
+           "latency": [latency(n, args.blocks, args.per_block, args.same) for n in args.arms]}
     if not args.skip_memory:
         out["memory"] = memory(args.executions)
     print(json.dumps(out, indent=2))

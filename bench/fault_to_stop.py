@@ -13,7 +13,10 @@ execution one arm (the first) fails at a random moment of a 3 s swing of every a
   (``path_tolerance_rad``), as the watch finds it;
 - ``stale``: its joint states stop (``joint_state_gap_s``); the evidence is the moment they
   became stale (the last receipt plus ``joint_state_timeout_s``): the freshness check runs every
-  ``WATCH_TICK_S``, so this class's figure includes up to one tick.
+  ``WATCH_TICK_S``, so this class's figure includes up to one tick;
+- ``gone``: its controller's action server is destroyed mid-goal (the simulator serves the arm
+  no more: a new simulator per execution); the evidence is the moment the bench destroyed it
+  (the executor finds the server gone from the graph; ``controller_gone`` cancels every arm).
 
 Each execution's report carries the evidence (``first_failure.evidence_at``, the executor's
 clock); the peers' stop goals sent are read from the run's arms (``ArmRun.sent``; where the
@@ -51,7 +54,7 @@ from tiny_arm import tiny_config  # noqa: E402
 #: class -> the failure reasons that are its evidence (an arm whose controller stops following
 #: falls behind the others before it is 0.1 rad off: the progress skew trips first)
 CLASSES = {"abort": ("aborted",), "behind": ("progress_skew", "tracking_error"),
-           "stale": ("joint_states_stale",)}
+           "stale": ("joint_states_stale",), "gone": ("controller_gone",)}
 DURATION_S = 3.0
 NAMES = ("a", "b", "c", "d")
 
@@ -67,7 +70,9 @@ def swing(arms) -> MultiArmPlan:
 
 def inject(sim: SimNode, kind: str, arm: str, at: float) -> None:
     """The fault of ``kind`` on ``arm``, ``at`` s into its goal (abort) or from now (others)."""
-    if kind == "abort":
+    if kind == "gone":
+        sim.arms[arm].destroy()
+    elif kind == "abort":
         sim.set_faults(arm, abort_after_s=at)
     elif kind == "stale":
         now = sim.shared.snapshot().sim_time
@@ -88,6 +93,7 @@ def one(ex: MultiArmExecutor, sim: SimNode, plan: MultiArmPlan, kind: str, rng) 
 
     failing = plan.arm_names[0]
     at = float(rng.uniform(0.6, 2.0))
+    gone_at: list[float] = []     # when the fault was injected (the gone class's evidence)
 
     def later():
         deadline = time.monotonic() + 30.0
@@ -99,6 +105,7 @@ def one(ex: MultiArmExecutor, sim: SimNode, plan: MultiArmPlan, kind: str, rng) 
             inject(sim, kind, failing, at)
             return
         time.sleep(max(0.0, ex.current_stamp.seconds - ex.now()) + at)
+        gone_at.append(ex.now())
         inject(sim, kind, failing, 0.0)
 
     # the arms back at the plan's start first (a move of its own, before any fault)
@@ -111,17 +118,21 @@ def one(ex: MultiArmExecutor, sim: SimNode, plan: MultiArmPlan, kind: str, rng) 
     t.start()
     report = ex.execute(plan)
     t.join(35.0)
-    clear(sim, failing)
+    if kind != "gone":
+        clear(sim, failing)
     f = report.first_failure
     out = {"kind": kind, "reason": None if f is None else f.reason.value}
     if f is None or f.evidence_at is None or f.reason.value not in CLASSES[kind]:
         return out
+    evidence = gone_at[0] if kind == "gone" else f.evidence_at
+    if kind == "gone":
+        out["detected_after"] = f.evidence_at - evidence
     peers = [a for a in plan.arm_names if a != f.arm]
     sent = []
     for a in peers:   # its stop goal, or its cancel (a stale stream cancels every arm)
-        times = [s for s, _g in ex.last_run.arms[a].sent if s >= f.evidence_at - 1e-3]
+        times = [s for s, _g in ex.last_run.arms[a].sent if s >= evidence - 1e-3]
         cancel = report.arms[a].cancel_requested_at
-        if cancel is not None and cancel >= f.evidence_at - 1e-3:
+        if cancel is not None and cancel >= evidence - 1e-3:
             times.append(cancel)
         sent.append(min(times) if times else np.nan)
     stop = report.stops[-1] if report.stops else None
@@ -131,9 +142,16 @@ def one(ex: MultiArmExecutor, sim: SimNode, plan: MultiArmPlan, kind: str, rng) 
         asked = stop.requested_at if stop is not None else r.cancel_requested_at
         rest.append(asked + r.stop_time_s if asked is not None and r.stop_time_s is not None
                     else np.nan)
-    out.update(to_sent=float(np.max(sent)) - f.evidence_at,
-               to_rest=float(np.max(rest)) - f.evidence_at)
+    out.update(to_sent=float(np.max(sent)) - evidence,
+               to_rest=float(np.max(rest)) - evidence)
     return out
+
+
+def wait_ready(ex: MultiArmExecutor, timeout: float = 30.0) -> None:
+    """Until every arm's server and joint states are there again (a new simulator), bounded."""
+    deadline = time.monotonic() + timeout
+    while ex.readiness() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def spread(values) -> dict:
@@ -166,7 +184,13 @@ def main() -> None:
                     with MultiArmExecutor(cfg.executor, context=ros.context) as ex:
                         plan = swing(arms)
                         for kind in CLASSES:
-                            rows = [one(ex, sim, plan, kind, rng) for _ in range(args.runs)]
+                            rows = []
+                            for _ in range(args.runs):
+                                if kind == "gone":   # the last one served an arm no more
+                                    sim.close()
+                                    sim = SimNode(cfg, context=ros.context).start()
+                                    wait_ready(ex)
+                                rows.append(one(ex, sim, plan, kind, rng))
                             wrong = [r["reason"] for r in rows if "to_sent" not in r]
                             out[f"{n}_arms/{kind}"] = {
                                 "evidence_to_stop_goals_sent": spread(r.get("to_sent")
@@ -174,6 +198,9 @@ def main() -> None:
                                 "evidence_to_peers_at_rest": spread(r.get("to_rest")
                                                                     for r in rows),
                                 "not_this_class": wrong}
+                            if kind == "gone":   # of which: until the executor found it gone
+                                out[f"{n}_arms/{kind}"]["injected_to_detected"] = spread(
+                                    r.get("detected_after") for r in rows)
                 finally:
                     sim.close()
     finally:

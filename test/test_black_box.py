@@ -285,3 +285,31 @@ def test_a_whole_file_is_a_bag_every_reader_opens(tmp_path) -> None:
     assert json.loads(read.attachments["report"]) == {"status": "failed"}
     with pytest.raises(Exception, match="exists"):
         BagFile(tmp_path / "whole.mcap", {"/joint_states": name})
+
+
+def test_the_file_waits_while_an_execution_is_in_motion(ros, tmp_path) -> None:
+    """A file due while another execution is in motion is not written until that motion ends
+    (the writer's Python work would delay the arms' threads: their cancels); then it is."""
+    import rclpy
+
+    from mj_manipulator_ros.core.report import ExecutionReport
+    from mj_manipulator_ros.ros.black_box import BlackBox
+
+    config = tiny_config(tmp_path, execution={"black_box_s": 1.0, "black_box_after_s": 0.0,
+                                              "black_box_dir": str(tmp_path / "box")}).executor
+    node = rclpy.create_node("black_box_defer", context=ros.context)
+    box = BlackBox(node, config, lambda joints: None)
+    try:
+        now = time.time_ns()
+        for k in range(50):
+            box.ring.add(now - 10**9 + k * 10**7, "/joint_states", bytes(40))
+        report = ExecutionReport(ExecutionStatus.FAILED, None, None)
+        with box.in_motion():
+            path = box.dump(report, swing_plan(), {}, 0.0, 0.0)
+            assert not box.wait_written(0.5), "written while an execution was in motion"
+            assert not path.exists() or path.stat().st_size < 4096
+        assert box.wait_written(10.0) and box.last_error is None, box.last_error
+        assert path.stat().st_size > 4096
+    finally:
+        box.close()
+        node.destroy_node()

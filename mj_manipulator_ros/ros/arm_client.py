@@ -228,6 +228,9 @@ class ArmRun:
     #: ``tolerances`` with the executor's path tolerance where they set none); None: as
     #: ``tolerances``
     replacement_tolerances: Optional[GoalTolerances] = None
+    #: called with (arm, the feedback message as its controller sent it) from this arm's
+    #: thread before anything reads it (the black box keeps it); its exceptions are ignored
+    keep_feedback: Optional[Callable[[str, object], None]] = None
 
     #: what happened so far (a frozen value, replaced as events arrive). Its ``status`` says
     #: only how this arm's latest goal *ended* (written when the ending is read, or said
@@ -716,6 +719,11 @@ class ArmRun:
         known, and an accepted goal would then never be canceled."""
         if self._watch is not None:
             self._watch.feedback(time.monotonic())
+        if self.keep_feedback is not None:
+            try:
+                self.keep_feedback(self.name, msg)
+            except Exception:  # noqa: BLE001 - a record's trouble never stops an arm
+                pass
         if self.on_feedback is not None and not self._feedback_failed:
             try:
                 fb = msg.feedback

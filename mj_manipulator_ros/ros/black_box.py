@@ -1,10 +1,11 @@
 """The black box: the last seconds of everything the arms said, always kept, written on a failure.
 
 While the executor lives, the black box keeps in memory (:class:`Ring`) the last
-``execution.black_box_s`` seconds of the arms' joint states, each arm's action feedback and
-status, the simulator's ``/diagnostics`` where one publishes them, as the bytes DDS delivered
-(raw subscriptions on the executor's own node and spinning thread: no decode, no thread of its
-own while nothing failed), bounded by ``execution.black_box_max_mb``. When an execution fails,
+``execution.black_box_s`` seconds of the arms' joint states (the bytes DDS delivered, handed
+over by the executor's monitor), each arm's action feedback (handed over by the arm's thread)
+and the simulator's ``/diagnostics`` where one publishes them, bounded by
+``execution.black_box_max_mb``; it adds no subscription to what the executor has (each would
+slow the arms' cancels: :class:`BlackBox`). When an execution fails,
 is stopped or canceled after a goal was sent, :meth:`BlackBox.dump` names the file at once (the
 report carries it) and a writer thread records on until every arm of the plan is at rest (or
 ``execution.black_box_after_s``), then writes the window from ``black_box_s`` before the failure
@@ -15,24 +16,31 @@ at most ``WRITE_DEFER_S`` later) (``ros/bag_file.py``: synced chunk by chunk, so
 cut file is readable up to the cut), and deletes its own files beyond the newest
 ``execution.black_box_keep``.
 
-Topics in the file: those of ``ros/bag_recorder.py`` (``--record``), plus ``/diagnostics``.
+Topics in the file: those of ``ros/bag_recorder.py`` (``--record``) but the goals' status
+(its events say when each goal was sent, accepted, canceled and how it ended), plus
+``/diagnostics``.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 import contextlib
 import dataclasses
+import gc
+import itertools
 import os
 import threading
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
-from action_msgs.msg import GoalStatusArray
 from control_msgs.action import FollowJointTrajectory
 from rcl_interfaces.msg import Log
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
@@ -45,6 +53,7 @@ from mj_manipulator_ros.ros.bag_recorder import (
     EVENTS_TOPIC, FEEDBACK, TYPE_NAMES, event_message, goal_topic)
 from mj_manipulator_ros.ros.bag_types import BagTypes
 from mj_manipulator_ros.ros.execution_recording import config_text, plan_text, run_messages
+from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
 DIAGNOSTICS = "/diagnostics"
 DIAGNOSTICS_TYPE = "diagnostic_msgs/msg/DiagnosticArray"
@@ -66,6 +75,36 @@ WRITE_BATCH = 100
 WRITE_JOIN_S = 10.0
 
 
+class _CollectorPause:
+    """CPython's automatic cyclic collection off while a file is written (its records and
+    indexes are many short-lived objects: their churn would set off full collections, which
+    stop every thread, at random moments of the next execution: measured as the 4-arm
+    peer-cancel p99 2.8x with the writing against 1.02x without; the writing itself makes no
+    cycles, freed by reference counts). Process-wide and counted: the collector is back on
+    when the last writer ends, as it was before the first."""
+
+    _lock = threading.Lock()
+    _count = 0
+    _was_enabled = True
+
+    def __init__(self) -> None:
+        with _CollectorPause._lock:
+            if _CollectorPause._count == 0:
+                _CollectorPause._was_enabled = gc.isenabled()
+                gc.disable()
+            _CollectorPause._count += 1
+        self._ended = False
+
+    def end(self) -> None:
+        with _CollectorPause._lock:
+            if self._ended:
+                return
+            self._ended = True
+            _CollectorPause._count -= 1
+            if _CollectorPause._count == 0 and _CollectorPause._was_enabled:
+                gc.enable()
+
+
 def default_directory() -> Path:
     """``$ROS_HOME/mj_manipulator_ros/black_box`` (``$ROS_HOME``: ``~/.ros`` when unset)."""
     home = os.environ.get("ROS_HOME") or os.path.join(os.path.expanduser("~"), ".ros")
@@ -73,14 +112,18 @@ def default_directory() -> Path:
 
 
 class Ring:
-    """The kept messages: (receipt time ns, topic, bytes), oldest first, at most ``window_ns``
+    """The kept messages: receipt time (ns), topic, bytes, oldest first, at most ``window_ns``
     older than the newest (or than a pinned time, whichever is older) and ``max_bytes`` in all.
-    Any thread."""
+    Any thread. Three parallel queues, no object per message that the cyclic collector tracks
+    (a tuple per message, 500 a second kept 10 s, set off its full collections, which stop
+    every thread)."""
 
     def __init__(self, window_ns: int, max_bytes: int) -> None:
         self.window_ns = window_ns
         self.max_bytes = max_bytes
-        self._items: collections.deque = collections.deque()
+        self._times: collections.deque = collections.deque()
+        self._topics: collections.deque = collections.deque()
+        self._data: collections.deque = collections.deque()
         self._bytes = 0
         self._lock = threading.Lock()
         self._pins: list[int] = []
@@ -94,16 +137,20 @@ class Ring:
         with self._lock:
             if self.first_ns is None:
                 self.first_ns = t_ns
-            self._items.append((t_ns, topic, data))
+            times, data_q = self._times, self._data
+            times.append(t_ns)
+            self._topics.append(topic)
+            data_q.append(data)
             self._bytes += len(data) + PER_MESSAGE_BYTES
             cutoff = t_ns - self.window_ns
             if self._pins:
                 cutoff = min(cutoff, min(self._pins))
-            items = self._items
-            while items and (items[0][0] < cutoff or self._bytes > self.max_bytes):
-                if items[0][0] >= cutoff:
+            while times and (times[0] < cutoff or self._bytes > self.max_bytes):
+                if times[0] >= cutoff:
                     self.dropped += 1
-                self._bytes -= len(items.popleft()[2]) + PER_MESSAGE_BYTES
+                times.popleft()
+                self._topics.popleft()
+                self._bytes -= len(data_q.popleft()) + PER_MESSAGE_BYTES
 
     def pin(self, t_ns: int) -> None:
         """Keep every message from ``t_ns`` on (within max_bytes) until :meth:`unpin`."""
@@ -115,9 +162,13 @@ class Ring:
             self._pins.remove(t_ns)
 
     def since(self, t_ns: int) -> list[tuple[int, str, bytes]]:
-        """The kept messages received at ``t_ns`` or later, oldest first."""
+        """The kept messages received at ``t_ns`` or later, oldest first, as (time, topic,
+        bytes)."""
         with self._lock:
-            return [m for m in self._items if m[0] >= t_ns]
+            first = bisect.bisect_left(self._times, t_ns)
+            return list(zip(itertools.islice(self._times, first, None),
+                            itertools.islice(self._topics, first, None),
+                            itertools.islice(self._data, first, None)))
 
     @property
     def nbytes(self) -> int:
@@ -125,7 +176,7 @@ class Ring:
         return self._bytes
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._times)
 
 
 class BlackBox:
@@ -143,13 +194,20 @@ class BlackBox:
         self.directory = Path(s.black_box_dir) if s.black_box_dir else default_directory()
         self.ring = Ring(int(s.black_box_s * 1e9), int(s.black_box_max_mb * 1e6))
         self._readings = readings
-        received = {t: JointState for t in dict.fromkeys(a.joint_states_topic
-                                                        for a in config.arms)}
-        for arm in config.arms:
-            received[f"{arm.action_name}/_action/feedback"] = FEEDBACK
-            received[f"{arm.action_name}/_action/status"] = GoalStatusArray
-        self.topics: dict[str, str] = {t: TYPE_NAMES[c] for t, c in received.items()}
-        subscribed = list(received.items())
+        # Nothing here subscribes to what the executor receives already: every subscription
+        # more in this process costs the arms' cancels (measured, bench/black_box_bench.py: a
+        # status subscription's callback woken by the very status a cancel publishes, and every
+        # entity more on the executor's node each of its spins, 500 a second on a simulator's
+        # joint states). The joint states come from the executor's monitor (its subscriptions
+        # hand over their bytes: JointStateMonitor.raw_sink -> keep), the feedback from the
+        # arms' threads (ArmRun.keep_feedback -> keep_feedback); the goals' status is not kept
+        # (the events say when each goal was sent, accepted, canceled and how it ended). Only
+        # /diagnostics (once a second) on a node and thread of the black box's own.
+        self.topics: dict[str, str] = {t: TYPE_NAMES[JointState] for t in dict.fromkeys(
+            a.joint_states_topic for a in config.arms)}
+        self._feedback_topic = {a.name: f"{a.action_name}/_action/feedback" for a in config.arms}
+        self.topics.update({t: TYPE_NAMES[FEEDBACK] for t in self._feedback_topic.values()})
+        subscribed = []
         try:
             from diagnostic_msgs.msg import DiagnosticArray
             subscribed.append((DIAGNOSTICS, DiagnosticArray))
@@ -159,10 +217,15 @@ class BlackBox:
         for arm in config.arms:
             self.topics[goal_topic(arm.name)] = TYPE_NAMES[FollowJointTrajectory.Goal]
         self.topics[EVENTS_TOPIC] = TYPE_NAMES[Log]
-        self._node = node
+        self._node = rclpy.create_node(f"mjmr_black_box_{uuid.uuid4().hex[:6]}",
+                                       context=node.context)
         qos = QoSProfile(depth=100)
-        self._subs = [node.create_subscription(cls, topic, self._receiver(topic), qos, raw=True)
+        self._subs = [self._node.create_subscription(cls, topic, self._receiver(topic), qos,
+                                                     raw=True)
                       for topic, cls in subscribed]
+        executor = SingleThreadedExecutor(context=node.context)
+        executor.add_node(self._node)
+        self._spinner = BackgroundSpinner(executor, "mjmr-black-box-topics").start()
         self._writer: Optional[threading.Thread] = None
         self._lock = threading.Lock()
         self._idle = threading.Condition()
@@ -174,6 +237,15 @@ class BlackBox:
         self.last_error: Optional[str] = None
         #: how the latest dump's wait for rest ended (said in its file's events too)
         self.last_rest: str = ""
+
+    def keep(self, topic: str, data: bytes, t_ns: int) -> None:
+        """Keep one message received elsewhere (the executor's joint-state monitor)."""
+        self.ring.add(t_ns, topic, data)
+
+    def keep_feedback(self, arm: str, msg) -> None:
+        """Keep one arm's feedback message (rclpy's, in the arm's thread): serialized here, cut
+        to its exact length when written."""
+        self.ring.add(time.time_ns(), self._feedback_topic[arm], serialize_message(msg))
 
     def _receiver(self, topic: str):
         add = self.ring.add
@@ -252,15 +324,22 @@ class BlackBox:
                                  f"{self.ring.max_bytes / 1e6:.0f} MB", level=Log.INFO)
             extra.append((time.time_ns(), EVENTS_TOPIC, types.exact_cdr(
                 self.topics[EVENTS_TOPIC], serialize_message(note))))
+            padded = set(self._feedback_topic.values())
             bag = BagFile(path, self.topics, artifacts)
+            paused = _CollectorPause()
             try:
                 for k, (t, topic, data) in enumerate(sorted(kept + extra,
                                                             key=lambda m: m[0])):
-                    if k % WRITE_BATCH == 0:
+                    if k % WRITE_BATCH == 0:   # the collector back on while it waits
+                        paused.end()
                         self._wait_idle(deadline)
+                        paused = _CollectorPause()
+                    if topic in padded:   # rclpy's serialization: padding after the message
+                        data = types.exact_cdr(self.topics[topic], data)
                     bag.write(topic, t, data)
                 bag.attach("report", report.to_json())
             finally:
+                paused.end()
                 bag.close()
             self._rotate()
         except Exception as exc:  # noqa: BLE001 - a thread: kept for the caller to read
@@ -344,9 +423,6 @@ class BlackBox:
             self._closing = True
             self._idle.notify_all()
         self.wait_written(self._join_s())
-        for sub in self._subs:
-            try:
-                self._node.destroy_subscription(sub)
-            except Exception:  # noqa: BLE001 - the node may be gone already
-                pass
+        self._spinner.stop()
+        self._node.destroy_node()
         self._subs = []

@@ -81,6 +81,8 @@ class RunParts:
     begin_motion: Callable[["ExecutionRun", float], None]
     checked: bool
     not_checked: tuple[str, ...]
+    #: every arm's feedback as its controller sent it, to the black box (None: none)
+    keep_feedback: Optional[Callable[[str, object], None]] = None
 
 
 class ExecutionRun:
@@ -115,7 +117,8 @@ class ExecutionRun:
             self.arms[arm] = ArmRun(channel, plan[arm], scope, self.gate, s, parts.now,
                                     plan.duration, on_feedback, tolerances.get(arm),
                                     self._peer_failed if controlled else None,
-                                    replacement_tolerances(tolerances.get(arm), names, path))
+                                    replacement_tolerances(tolerances.get(arm), names, path),
+                                    keep_feedback=parts.keep_feedback)
         self.meter = StopMeter({a: plan[a].joint_names for a in plan.arm_names})
         scope.on_cancel(lambda: self.meter.start(parts.now()))
         #: built before the stamp (sampling the plan is off the joint states' path)

@@ -130,6 +130,8 @@ class MultiArmExecutor:
         self.black_box: BlackBox | None = (
             BlackBox(self._clock_node, config, self.monitor.readings)
             if config.execution.black_box_s > 0 else None)
+        if self.black_box is not None:
+            self.monitor.raw_sink = self.black_box.keep
         #: the report of the approach move of the latest ``execute(approach=True)``, if one ran
         self.last_approach_report: ExecutionReport | None = None
         #: the latest execution's report (None before the first)
@@ -168,7 +170,8 @@ class MultiArmExecutor:
         #: what every run uses of this executor
         self._parts = RunParts(config, self.channels, self.monitor, self.speed, self.now,
                                lambda: self._clock_node.get_clock().now().nanoseconds,
-                               self._begin_motion, preflight is not None, self.not_checked)
+                               self._begin_motion, preflight is not None, self.not_checked,
+                               None if self.black_box is None else self.black_box.keep_feedback)
 
     @staticmethod
     def _default_factory(context, use_sim: bool) -> NodeFactory:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
+from rclpy.serialization import deserialize_message
 from rclpy.subscription import Subscription
 from sensor_msgs.msg import JointState
 
@@ -79,10 +80,27 @@ class JointStateMonitor:
         #: subscribing: the node is already spun, a message can come at once
         self.listener: Optional[Callable[[Sequence[str], Sequence[float], float, float,
                                           Sequence[float]], None]] = None
+        #: called with (topic, the message's bytes as DDS delivered them, receipt time in ns
+        #: of this machine's clock) for every message, before it is read (the black box's
+        #: ring); must be quick. The subscriptions take the bytes and deserialize them here: one
+        #: subscription per topic serves both (another on the same node would cost every spin
+        #: of its executor, 500 times a second on a simulator's joint states)
+        self.raw_sink: Optional[Callable[[str, bytes, int], None]] = None
         self._subs = [node.create_subscription(
-            JointState, topic, _taking_info(self._on_msg) if not _renames(names.get(topic))
-            else _taking_info(functools.partial(self._on_renamed, dict(names[topic]))), 50)
+            JointState, topic, _taking_info(self._raw(topic, self._on_msg
+                                                      if not _renames(names.get(topic)) else
+                                                      functools.partial(self._on_renamed,
+                                                                        dict(names[topic])))),
+            50, raw=True)
             for topic in sorted(set(topics))]
+
+    def _raw(self, topic: str, handler: Callable) -> Callable:
+        def on_bytes(data: bytes, info: Optional[Mapping] = None) -> None:
+            sink = self.raw_sink
+            if sink is not None:
+                sink(topic, data, time.time_ns())
+            handler(deserialize_message(data, JointState), info)
+        return on_bytes
 
     def _on_renamed(self, model_names: Mapping[str, str], msg: JointState,
                     info: Optional[Mapping] = None) -> None:
