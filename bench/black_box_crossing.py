@@ -28,7 +28,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from mj_manipulator_ros.ros.context import RosContext  # noqa: E402
 from mj_manipulator_ros.ros.executor import MultiArmExecutor  # noqa: E402
 from mj_manipulator_ros.sim.sim_config import sim_config  # noqa: E402
 from mj_manipulator_ros.sim.sim_node import SimNode  # noqa: E402
+from plan_moment import at_plan_time  # noqa: E402
 
 KINDS = ("abort", "watch", "operator")
 
@@ -90,24 +90,12 @@ def one(ex: MultiArmExecutor, sim: SimNode, plan, kind: str, at: float) -> dict:
         moved = ex.execute(approach_plan(ex.config, here, start, 0.5, 0.5))
         assert moved.succeeded, moved.summary()
 
-    def later() -> None:
-        deadline = time.monotonic() + 60.0
-        while ex.current_stamp is None and time.monotonic() < deadline:
-            time.sleep(0.002)
-        if ex.current_stamp is None:
-            return
-        if kind == "abort":   # counted from the goal's start
-            sim.set_faults("left", abort_after_s=at)
-            return
-        while ex.now() < ex.current_stamp.seconds + at and time.monotonic() < deadline:
-            time.sleep(0.002)
-        if kind == "watch":
-            sim.set_faults("left", freeze=True)
-        else:
-            ex.stop("operator stop (bench)")
-
-    t = threading.Thread(target=later, daemon=True)
-    t.start()
+    if kind == "abort":   # counted from the goal's start: set as it is stamped
+        t = at_plan_time(ex, -60.0, lambda: sim.set_faults("left", abort_after_s=at), 60.0)
+    elif kind == "watch":
+        t = at_plan_time(ex, at, lambda: sim.set_faults("left", freeze=True), 60.0)
+    else:
+        t = at_plan_time(ex, at, lambda: ex.stop("operator stop (bench)"), 60.0)
     report = ex.execute(plan)
     t.join(70.0)
     sim.set_faults("left", abort_after_s=None, freeze=False)

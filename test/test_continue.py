@@ -26,6 +26,7 @@ from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionStatus, FailureReason
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
+from plan_moment import at_plan_time
 from test_execution_watch import swing_plan
 from tiny_arm import tiny_config
 
@@ -163,17 +164,8 @@ def test_a_controlled_stop_and_a_pause_that_timed_out_are_continued(kind, tiny_s
     plan = swing_plan()
     at = float(np.random.default_rng(5 if kind == "operator" else 6).uniform(0.5, 1.2))
     with MultiArmExecutor(cfg.executor, context=ros.context) as executor:
-        def later() -> None:
-            deadline = time.monotonic() + 20.0
-            while executor.current_stamp is None and time.monotonic() < deadline:
-                time.sleep(0.002)
-            stamp = executor.current_stamp
-            while stamp is not None and executor.now() < stamp.seconds + at \
-                    and time.monotonic() < deadline:
-                time.sleep(0.002)
-            (executor.stop if kind == "operator" else executor.pause)(f"{kind} (test)")
-        thread = threading.Thread(target=later, daemon=True)
-        thread.start()
+        act = executor.stop if kind == "operator" else executor.pause
+        thread = at_plan_time(executor, at, lambda: act(f"{kind} (test)"))
         stopped = executor.execute(plan)
         thread.join(25.0)
         assert stopped.status is ExecutionStatus.STOPPED, stopped.summary()
@@ -196,17 +188,7 @@ def test_an_arm_moved_after_the_stop_is_refused_by_name_then_brought_back(
     cfg = tiny_config(tmp_path, execution={"use_sim_time": True, "black_box_s": 0.0})
     plan = swing_plan()
     with MultiArmExecutor(cfg.executor, context=ros.context) as executor:
-        def later() -> None:
-            deadline = time.monotonic() + 20.0
-            while executor.current_stamp is None and time.monotonic() < deadline:
-                time.sleep(0.002)
-            while executor.current_stamp is not None and \
-                    executor.now() < executor.current_stamp.seconds + 0.8 and \
-                    time.monotonic() < deadline:
-                time.sleep(0.002)
-            executor.stop("operator (test)")
-        thread = threading.Thread(target=later, daemon=True)
-        thread.start()
+        thread = at_plan_time(executor, 0.8, lambda: executor.stop("operator (test)"))
         assert executor.execute(plan).status is ExecutionStatus.STOPPED
         thread.join(25.0)
         here = executor.start_check.measured(["left"])["left"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import rclpy
+from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 
 from mj_manipulator_ros.ros.joint_state_monitor import WITH_MESSAGE_INFO, JointStateMonitor
@@ -19,10 +20,12 @@ class DeliversAtOnce:
     def __init__(self, node) -> None:
         self.node = node
 
-    def create_subscription(self, msg_type, topic, callback, qos):
-        sub = self.node.create_subscription(msg_type, topic, callback, qos)
+    def create_subscription(self, msg_type, topic, callback, qos, raw=False):
+        sub = self.node.create_subscription(msg_type, topic, callback, qos, raw=raw)
         msg = JointState(name=["a", "b"], position=[0.1, 0.2])
         msg.header.stamp.sec = 7
+        if raw:   # what rclpy hands a raw subscription: the serialized message
+            msg = serialize_message(msg)
         callback(msg, {}) if WITH_MESSAGE_INFO else callback(msg)
         return sub
 
