@@ -312,3 +312,22 @@ def test_rapid_speed_changes_keep_the_arms_on_the_plans_clock(tiny_sim, ros, tmp
         # the last goal ramps to speed 1.0 (the last request), then runs the rest of the plan
         # at it: after the ramp's knots its waypoints are the plan's, 75 ms apart
         assert np.allclose(np.diff(last.times)[-5:], 0.075, atol=1e-9), np.diff(last.times)
+
+
+def test_the_freshness_check_is_due_when_the_first_joint_would_go_stale() -> None:
+    """next_stale_in: the time until the earliest reported joint's last receipt is
+    joint_state_timeout_s old (when the run's wait checks instead of at its next tick); None
+    before any report and with the check off; at that moment check_fresh trips, not before."""
+    plan = swing_plan()
+    watch = watch_for(plan, joint_state_timeout_s=0.1)
+    assert watch.next_stale_in(100.0) is None
+    q = dict(zip(JOINTS, on_plan(plan, 0.2)))
+    watch.on_joint_state(JOINTS, [q[n] for n in JOINTS], 100.2, 100.2)
+    right = [j for j in JOINTS if j.startswith("right")]
+    watch.on_joint_state(right, [q[n] for n in right], 100.25, 100.25)
+    # the left arm's joints were last received at 100.2: due at 100.3
+    assert watch.next_stale_in(100.26) == pytest.approx(0.04, abs=1e-9)
+    assert watch.check_fresh(100.3 - 1e-6) is None
+    v = watch.check_fresh(100.3 + 1e-6)
+    assert v is not None and v.arm == "left" and v.evidence_at == pytest.approx(100.3)
+    assert watch_for(plan, joint_state_timeout_s=0.0).next_stale_in(100.0) is None

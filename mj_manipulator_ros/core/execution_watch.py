@@ -241,6 +241,23 @@ class ExecutionWatch:
                 self._layouts[key] = layout
         return layout
 
+    def next_stale_in(self, now: float) -> Optional[float]:
+        """How long (s of the receipt clock) from ``now`` until the first watched joint, once
+        reported, would go stale if no message came meanwhile: the freshness check is due
+        then, not at its next tick. None when the check is off or no watched joint was
+        reported yet."""
+        if self.violation is not None or self.stale_after <= 0:
+            return None
+        latest = [self._received[a] for a in self.joints if a not in self.done]
+        if not latest:
+            return None
+        with np.errstate(invalid="ignore"):
+            oldest = np.nanmin(np.concatenate(latest)) if any(
+                np.isfinite(r).any() for r in latest) else np.nan
+        if not np.isfinite(oldest):
+            return None
+        return float(oldest + self.stale_after - now)
+
     def check_fresh(self, now: float) -> Optional[Violation]:
         """Fail an arm (still watched) one of whose joints, once reported, has not been reported
         for longer than ``joint_state_timeout_s`` (receipt clock ``now``). None when every arm

@@ -49,6 +49,11 @@ from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
 JOIN_SLACK_S = 5.0
 #: how often (s) the watch's freshness check runs while an execution runs
 WATCH_TICK_S = 0.02
+#: past the moment a joint would go stale, the check waits this much more (s): a message that
+#: arrives exactly then is not missed for a rounding
+FRESH_SLACK_S = 0.0005
+#: the shortest wait between two checks, s
+MIN_STEP_S = 0.0005
 #: the longest (s) a verdict of the watch waits for the arms' threads to read what was already
 #: delivered to them (a controller's result, sent before the joint states judged): they answer
 #: within a millisecond unless starved of the CPU
@@ -155,7 +160,8 @@ class ExecutionRun:
                 self._wait(threads, lambda: started + speed.paused_wall_s() + join_budget(
                     s, speed.ramp_total_s + self.plan.duration / (
                         clock.slowest_moving if clock is not None else 1.0)),
-                    tick=self._on_tick if self.stamp is not None else None)
+                    tick=self._on_tick if self.stamp is not None else None,
+                    due=self._fresh_due if self.stamp is not None else None)
             finally:   # a run that ran is observed, however its wait ended
                 if self.log is not None and self.log.phase is ExecutionPhase.RUNNING:
                     self.log.enter(ExecutionPhase.OBSERVING, time.monotonic())
@@ -397,18 +403,29 @@ class ExecutionRun:
                 meter.settled(a, at, STOP_SETTLE_S) for a, at in requests.items()):
             time.sleep(0.01)
 
+    def _fresh_due(self) -> Optional[float]:
+        """Seconds until the freshness check is due: when the first watched joint would go
+        stale (a stream that stops is found then, not up to a tick later)."""
+        due = self.watch.next_stale_in(self.parts.now())
+        return None if due is None else due + FRESH_SLACK_S
+
     def _wait(self, threads: list[threading.Thread], deadline: Callable[[], float],
-              tick: Callable[[], None] | None = None) -> None:
+              tick: Callable[[], None] | None = None,
+              due: Callable[[], Optional[float]] | None = None) -> None:
         """Wait (until the monotonic ``deadline()``) until every arm thread has finished, then
         join them. The wait is on a condition the arm threads signal, never an interrupted
         ``Thread.join`` (after a KeyboardInterrupt inside ``join``, CPython may report a running
         thread as finished: bpo-21822). A KeyboardInterrupt that still arrives (a caller's own
         SIGINT handler raising it) cancels every arm and the wait goes on. ``tick`` runs every
-        ``WATCH_TICK_S`` meanwhile (the watch's freshness check, a deferred speed change)."""
+        ``WATCH_TICK_S`` meanwhile (the watch's freshness check, a deferred speed change), and
+        sooner when ``due()`` (s) says the freshness check is due sooner."""
         finished = self._finished
-        step = 1.0 if tick is None else WATCH_TICK_S
         while True:
             try:  # the deadline moves when the speed changes: re-read it every step
+                step = 1.0 if tick is None else WATCH_TICK_S
+                soon = due() if due is not None else None
+                if soon is not None:
+                    step = min(step, max(soon, MIN_STEP_S))
                 remaining = deadline() - time.monotonic()
                 if finished.wait(max(0.0, min(remaining, step))) or remaining <= step:
                     break
