@@ -241,6 +241,11 @@ class SimArmServer:
         goal_handle.publish_feedback(fb)
 
     def destroy(self) -> None:
+        """Destroy the action server (the arm is served no more: a controller gone). Once: the
+        simulator's close after a bench or test destroyed it already does nothing more."""
+        if getattr(self, "_destroyed", False):
+            return
+        self._destroyed = True
         self._server.destroy()
 
 
