@@ -66,7 +66,8 @@ def read(path: Path) -> dict:
 def check(path: Path, window_s: float) -> dict:
     topics = read(path)
     events = topics["/mj_manipulator/events"]
-    failure = [t for t, m in events if m.function == "failure"][0] * 1e-9
+    # the moment: the first failure, or (an operator's stop: no failure) the stop's request
+    failure = [t for t, m in events if m.function in ("failure", "stop_requested")][0] * 1e-9
     results = [t * 1e-9 for t, m in events if m.function == "result"]
     states = topics["/joint_states"]
     times = np.array([t for t, _ in states]) * 1e-9

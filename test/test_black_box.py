@@ -135,14 +135,15 @@ def test_a_watch_trip_and_an_operator_stop_leave_their_files(kind, tiny_sim, ros
     if kind == "watch":
         assert f is not None and f.reason in (FailureReason.PROGRESS_SKEW,
                                               FailureReason.TRACKING_ERROR), report.summary()
-        moment = "failure"
     else:   # a controlled stop: no failure, the stop's request is the moment
         assert report.status is ExecutionStatus.STOPPED and f is None, report.summary()
         assert "operator" in report.stops[0].reason
-        moment = "stop_requested"
     bag = read_bag(Path(report.black_box_path))
     events = [(t, m) for (_, t, _), m in zip(bag.on(EVENTS_TOPIC), bag.decoded(EVENTS_TOPIC, Log))]
-    failure = [t for t, m in events if m.function == moment][0] * 1e-9
+    # the moment it went wrong: the earliest of the failure and the first stop's request (a
+    # watch trip stops the arms first; regression: the window was anchored on the scope's
+    # failure, which a frozen arm's unconfirmed stop brought seconds later)
+    failure = min(t for t, m in events if m.function in ("failure", "stop_requested")) * 1e-9
     states = _joint_states(bag)
     times = np.array([t for t, _ in states]) * 1e-9
     # the first message kept is the first at or after the window's start: within the

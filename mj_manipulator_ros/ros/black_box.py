@@ -266,7 +266,7 @@ class BlackBox:
         self.ring.unpin(token)
 
     def dump(self, report: ExecutionReport, plan: MultiArmPlan, runs: Mapping, now: float,
-             failed_ago_s: float, held: Optional[int] = None) -> Path:
+             failed_ago_s: float, held: Optional[int] = None, rate: float = 1.0) -> Path:
         """Write the black box for this execution: returns the file it is being written to
         (a writer thread waits for rest, then writes; :meth:`wait_written`).
 
@@ -278,6 +278,8 @@ class BlackBox:
             failed_ago_s: how long ago (s, this machine's clock) the first failure was
                 recorded: the window reaches ``black_box_s`` before it.
             held: the execution's :meth:`hold`, released once the file is written.
+            rate: seconds of the controllers' clock per second of this machine's (sim time at
+                another pace), to place the failure among the events.
         """
         self.wait_written(self._join_s())   # one file at a time, in order
         failed_ns = time.time_ns() - int(failed_ago_s * 1e9)
@@ -288,7 +290,7 @@ class BlackBox:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
         path = self.directory / f"{PREFIX}{stamp}_{report.status.value}{SUFFIX}"
         report = dataclasses.replace(report, black_box_path=str(path))
-        written = run_messages(report, runs, now, now - failed_ago_s)
+        written = run_messages(report, runs, now, now - failed_ago_s * rate)
         joints = [j for a in plan.arm_names for j in self.config.arm(a).joint_names]
         artifacts = {"plan": plan_text(plan), "config": config_text(self.config)}
         with self._lock:

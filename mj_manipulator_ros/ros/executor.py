@@ -329,6 +329,7 @@ class MultiArmExecutor:
         said: dict = {"stop_limits": stop_limits if checked else ""}
         # the black box keeps the window before whatever moment this execution fails at
         held = self.black_box.hold() if self.black_box is not None else None
+        began = (time.monotonic(), self.now())   # both clocks: their rate over the execution
         try:
             report = self._execute_phases(plan, record, scope, tolerances, checked, approach, log,
                                           said)
@@ -344,7 +345,7 @@ class MultiArmExecutor:
             report = dataclasses.replace(report, phase_times=log.durations())
         if said.get("stop_limits"):
             report = dataclasses.replace(report, stop_limits=said["stop_limits"])
-        report = self._to_black_box(report, scope, held)
+        report = self._to_black_box(report, scope, held, began)
         self.last_report = report
         return report
 
@@ -369,10 +370,11 @@ class MultiArmExecutor:
         from mj_manipulator_ros.ros.plan_continuation import continue_plan
         return continue_plan(self, plan, approach, hints)
 
-    def _to_black_box(self, report: ExecutionReport, scope: CancelScope,
-                      held: int | None) -> ExecutionReport:
+    def _to_black_box(self, report: ExecutionReport, scope: CancelScope, held: int | None,
+                      began: tuple[float, float]) -> ExecutionReport:
         """An execution that did not succeed (failed, stopped, canceled) after a goal was sent:
-        its black box file is written (a thread of the black box's) and named in the report."""
+        its black box file is written (a thread of the black box's) and named in the report.
+        ``began``: (monotonic, controllers' clock) when the execution was called."""
         run = self.last_run
         if self.black_box is None:
             return report
@@ -380,16 +382,22 @@ class MultiArmExecutor:
                 or not any(r.goal_sent_at is not None for r in report.arms.values())):
             self.black_box.release(held)
             return report
-        # the moment it went wrong: the first failure as the scope recorded it, else (a
-        # controlled stop, a pause not resumed) the first stop's request
-        now, failed = self.now(), scope.canceled_at_monotonic
-        if failed is not None:
-            ago = time.monotonic() - failed
-        elif report.stops:
-            ago = now - report.stops[0].requested_at
-        else:
-            ago = 0.0
-        path = self.black_box.dump(report, run.plan, run.arms, now, max(0.0, ago), held)
+        # the moment it went wrong, the earliest of: the first failure's evidence, the first
+        # controlled stop's request (a watch trip stops the arms first; the scope may fail only
+        # later, when a stop is not confirmed), the scope's failure. The report's times are on
+        # the controllers' clock (sim time may run at another pace): seconds ago on this
+        # machine's clock by the two clocks' rate over the execution
+        mono, now = time.monotonic(), self.now()
+        rate = (now - began[1]) / (mono - began[0]) if mono > began[0] else 1.0
+        rate = rate if rate > 1e-3 else 1.0
+        agos = [] if scope.canceled_at_monotonic is None else \
+            [mono - scope.canceled_at_monotonic]
+        moments = [r.requested_at for r in report.stops[:1]]
+        if report.first_failure is not None and report.first_failure.evidence_at is not None:
+            moments.append(report.first_failure.evidence_at)
+        agos += [(now - t) / rate for t in moments]
+        ago = max(0.0, max(agos, default=0.0))
+        path = self.black_box.dump(report, run.plan, run.arms, now, ago, held, rate)
         return dataclasses.replace(report, black_box_path=str(path))
 
     def _execute_phases(self, plan: MultiArmPlan, record: str | None, scope: CancelScope,
