@@ -302,3 +302,40 @@ def test_the_file_waits_while_an_execution_is_in_motion(ros, tmp_path) -> None:
     finally:
         box.close()
         node.destroy_node()
+
+
+def test_events_are_placed_on_this_machines_clock_when_sim_time_runs_faster(ros,
+                                                                           tmp_path) -> None:
+    """The simulator at 2x real time (sim time): the executor's events, on the controllers'
+    clock, land in the file at the receipt time of the joint states stamped at that moment
+    (regression: mapped one to one, an event a second of sim time back landed a whole second
+    back on this machine's clock, where half a second had passed)."""
+    from mj_manipulator_ros.sim.sim_node import SimNode
+
+    node = SimNode(tiny_config(tmp_path, sim={"real_time_factor": 2.0, "faults": {}}),
+                   context=ros.context).start()
+    try:
+        config = tiny_config(tmp_path, execution={
+            "use_sim_time": True, "black_box_s": WINDOW_S,
+            "black_box_dir": str(tmp_path / "box")}).executor
+        with MultiArmExecutor(config, context=ros.context) as executor:
+            wait_full(executor)
+            thread = at_plan_time(executor, 0.6, lambda: executor.stop("operator (test)"))
+            report = executor.execute(swing_plan())
+            thread.join(25.0)
+            assert executor.black_box.wait_written(15.0), executor.black_box.last_error
+        assert report.stops, report.summary()
+        requested = report.stops[0].requested_at
+        bag = read_bag(Path(report.black_box_path))
+        events = [(t, m) for (_, t, _), m in zip(bag.on(EVENTS_TOPIC),
+                                                 bag.decoded(EVENTS_TOPIC, Log))]
+        placed = [t for t, m in events if m.function == "stop_requested"][0] * 1e-9
+        states = _joint_states(bag)
+        stamps = np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
+                           for _, m in states])
+        k = int(np.argmin(np.abs(stamps - requested)))
+        received = states[k][0] * 1e-9
+        # within a few of the stream's periods (its receipt lags its stamp by transport)
+        assert abs(placed - received) < 0.05, (placed - received, requested, stamps[k])
+    finally:
+        node.close()

@@ -290,7 +290,7 @@ class BlackBox:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
         path = self.directory / f"{PREFIX}{stamp}_{report.status.value}{SUFFIX}"
         report = dataclasses.replace(report, black_box_path=str(path))
-        written = run_messages(report, runs, now, now - failed_ago_s * rate)
+        written = run_messages(report, runs, now, now - failed_ago_s * rate, rate)
         joints = [j for a in plan.arm_names for j in self.config.arm(a).joint_names]
         artifacts = {"plan": plan_text(plan), "config": config_text(self.config)}
         with self._lock:

@@ -109,7 +109,8 @@ def config_text(config: ExecutorConfig) -> str:
 
 
 def run_messages(report: ExecutionReport, runs: Mapping, now: float,
-                 failed_at: Optional[float] = None) -> list[tuple[str, object, int]]:
+                 failed_at: Optional[float] = None,
+                 rate: float = 1.0) -> list[tuple[str, object, int]]:
     """What the executor knows of a run, as (topic, message, receipt time ns) in time order:
     each goal as sent (on its arm's goal topic) and the events of the report (start stamp, goal
     sent / accepted, cancel requested / acknowledged, each arm's result and whether its stop
@@ -120,11 +121,14 @@ def run_messages(report: ExecutionReport, runs: Mapping, now: float,
         runs: arm -> its ArmRun (for the goals as sent).
         now: the controllers' clock now, s (maps event times to receipt times).
         failed_at: when the first failure was recorded, controllers' clock, s.
+        rate: seconds of the controllers' clock per second of this machine's (sim time at
+            another pace): an event ``now - t`` ago on the controllers' clock was received
+            ``(now - t) / rate`` ago.
     """
-    offset_ns = time.time_ns() - int(now * 1e9)
+    wall_ns = time.time_ns()
 
     def log_ns(t: float) -> int:
-        return int(t * 1e9) + offset_ns
+        return wall_ns - int((now - t) / rate * 1e9)
 
     out: list[tuple[str, object, int]] = []
     events = []
@@ -194,7 +198,7 @@ class ExecutionRecording:
                            "missing)", level=Log.WARN)
 
     def finish(self, report: ExecutionReport, runs: Mapping, now: float,
-               failed_at: Optional[float] = None) -> Path:
+               failed_at: Optional[float] = None, rate: float = 1.0) -> Path:
         """Write goals and events, keep the report, close the bag.
 
         Args:
@@ -202,17 +206,18 @@ class ExecutionRecording:
             runs: arm -> its ArmRun (for the goals as sent).
             now: the controllers' clock now, s (maps event times to receipt times).
             failed_at: when the first failure was recorded, controllers' clock, s.
+            rate: controllers' seconds per second of this machine's (:func:`run_messages`).
         """
         try:
-            self._write_run(report, runs, now, failed_at)
+            self._write_run(report, runs, now, failed_at, rate)
             self.bag.attach("report", report.to_json())
         finally:
             path = self.bag.close()  # whatever happened above: no node or thread left behind
         return path
 
     def _write_run(self, report: ExecutionReport, runs: Mapping, now: float,
-                   failed_at: Optional[float]) -> None:
-        for topic, msg, log_ns in run_messages(report, runs, now, failed_at):
+                   failed_at: Optional[float], rate: float = 1.0) -> None:
+        for topic, msg, log_ns in run_messages(report, runs, now, failed_at, rate):
             self.bag.write(topic, msg, log_ns)
 
     def abandon(self) -> None:

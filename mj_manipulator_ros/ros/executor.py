@@ -518,6 +518,7 @@ class MultiArmExecutor:
         recording = ExecutionRecording(path, self._clock_node.context, self.config, plan,
                                        self.record_artifacts, text)
         report = None
+        began = (time.monotonic(), self.now())
         try:
             report = dataclasses.replace(self._execute(plan, scope, tolerances, log),
                                          record_path=str(path), stop_limits=stop_limits)
@@ -525,11 +526,15 @@ class MultiArmExecutor:
             if report is None:
                 recording.abandon()
             else:
+                # controllers' seconds per second of this machine's (sim time at another pace)
+                mono, now = time.monotonic(), self.now()
+                rate = (now - began[1]) / (mono - began[0]) if mono > began[0] else 1.0
+                rate = rate if rate > 1e-3 else 1.0
                 failed_at = None
                 if scope.canceled_at_monotonic is not None:
-                    failed_at = self.now() - (time.monotonic() - scope.canceled_at_monotonic)
+                    failed_at = now - (mono - scope.canceled_at_monotonic) * rate
                 recording.finish(report, self.last_run.arms if self.last_run is not None else {},
-                                 self.now(), failed_at)
+                                 now, failed_at, rate)
         # a record that failed never stopped the arms; the report says so
         return dataclasses.replace(report, record_error=recording.error)
 
