@@ -171,7 +171,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--arms", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--classes", nargs="+", default=list(CLASSES), choices=list(CLASSES))
+    ap.add_argument("--classes", nargs="+", default=list(CLASSES), choices=list(CLASSES),
+                    help="in this order (gone: last; each of its executions restarts the "
+                         "simulator)")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     out = {"conditions": "this machine, simulator at real time (wall clock), loopback DDS; "
