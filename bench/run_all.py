@@ -13,7 +13,8 @@ BENCHMARKS = ["executor_bench.py", "sim_bench.py", "replay_bench.py", "gate_benc
               "watch_bench.py", "torque_bench.py", "cosim_bench.py", "multihost_bench.py",
               "joint_state_buffer_bench.py", "start_lead_bench.py", "combined_results_bench.py",
               "goal_latency.py", "random_sequences.py", "random_combined.py",
-              "lockstep_sequences.py"]
+              "lockstep_sequences.py", "fault_to_stop.py", "black_box_bench.py",
+              "black_box_crossing.py"]
 
 
 def main() -> int:
