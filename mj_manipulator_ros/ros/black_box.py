@@ -181,7 +181,8 @@ class Ring:
 
 class BlackBox:
     """Args:
-        node: the node to subscribe on (spun elsewhere: the executor's clock node).
+        node: a node of the executor's (its context is the black box's: its own node for
+            ``/diagnostics`` is made in it).
         config: the executor configuration (topics; ``execution.black_box_*``).
         readings: joint names -> their latest readings or None
             (``JointStateMonitor.readings``): how the writer sees the arms come to rest.

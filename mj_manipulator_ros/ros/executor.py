@@ -388,8 +388,7 @@ class MultiArmExecutor:
         # the controllers' clock (sim time may run at another pace): seconds ago on this
         # machine's clock by the two clocks' rate over the execution
         mono, now = time.monotonic(), self.now()
-        rate = (now - began[1]) / (mono - began[0]) if mono > began[0] else 1.0
-        rate = rate if rate > 1e-3 else 1.0
+        rate = _clock_rate(began, mono, now)
         agos = [] if scope.canceled_at_monotonic is None else \
             [mono - scope.canceled_at_monotonic]
         moments = [r.requested_at for r in report.stops[:1]]
@@ -528,8 +527,7 @@ class MultiArmExecutor:
             else:
                 # controllers' seconds per second of this machine's (sim time at another pace)
                 mono, now = time.monotonic(), self.now()
-                rate = (now - began[1]) / (mono - began[0]) if mono > began[0] else 1.0
-                rate = rate if rate > 1e-3 else 1.0
+                rate = _clock_rate(began, mono, now)
                 failed_at = None
                 if scope.canceled_at_monotonic is not None:
                     failed_at = now - (mono - scope.canceled_at_monotonic) * rate
@@ -759,6 +757,14 @@ class MultiArmExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _clock_rate(began: tuple[float, float], mono: float, now: float) -> float:
+    """Seconds of the controllers' clock per second of this machine's since ``began``
+    ((monotonic, controllers' clock)) until (``mono``, ``now``): 1 on the system clock, the
+    simulator's pace on sim time; 1 when it cannot be told (no time passed, a clock at rest)."""
+    rate = (now - began[1]) / (mono - began[0]) if mono > began[0] else 1.0
+    return rate if rate > 1e-3 else 1.0
 
 
 def _executor_for(node: Node) -> SingleThreadedExecutor:
