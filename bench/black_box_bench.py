@@ -7,7 +7,8 @@ no arm's reading changes, so the execution watch is not involved). Every executi
 with the black box on every one writes a file.
 
 - **Peer-cancel latency, on vs off**: from the failing arm's result to each peer's cancel
-  acknowledgement, in blocks of executions alternating between an executor with the black box
+  acknowledgement, in blocks of executions, off on on off (repeated: a slow drift of the
+  machine or the fixture counts for both kinds alike), between an executor with the black box
   off and one with it on (each made for its block: no executor's subscriptions run during the
   other's block), 2 and 4 arms; the ratio on/off of the median and p99 (same run). ``--same``:
   both kinds of block off (the ratio's noise floor).
@@ -45,6 +46,12 @@ from mj_manipulator_ros.ros.scripted_controller import Behavior, ScriptedControl
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner  # noqa: E402
 
 ABORT_AFTER_S = 0.05
+#: the scripted servers forget a finished goal after this long (s; the executor has read its
+#: result by then): with the servers' default (15 minutes, as rclcpp's) every goal stays in
+#: the status each cancel publishes, and the peer-cancel latency grew from block to block
+#: (3.8 -> 10.5 ms over 160 executions, no black box at all), which favoured the first block
+#: of every pair
+RESULT_TIMEOUT_S = 2.0
 JOINT_STATE_HZ = 500.0
 
 
@@ -71,7 +78,8 @@ class Servers:
         self.controllers = [
             ScriptedController(self.node, f"/{a}_arm_controller/follow_joint_trajectory",
                                Behavior.ABORT_AFTER if i == 0 else Behavior.NEVER_FINISH,
-                               ABORT_AFTER_S) for i, a in enumerate(arms)]
+                               ABORT_AFTER_S, result_timeout=RESULT_TIMEOUT_S)
+            for i, a in enumerate(arms)]
         pub = self.node.create_publisher(JointState, "/joint_states", 10)
         names = [f"other_j{k}" for k in range(14)]
 
@@ -114,15 +122,20 @@ def latency(n_arms: int, blocks: int, per_block: int, same: bool = False) -> dic
     arms = [f"arm{k}" for k in range(n_arms)]
     plan = make_plan(tuple(arms), duration=2.0)
     directory = Path(tempfile.mkdtemp(prefix="mjmr-bench-black-box-"))
-    off, on, unexpected = [], [], []
+    off, on, unexpected, medians = [], [], [], []
     try:
         with RosContext() as ros:
             servers = Servers(ros, arms)
             try:
                 for b in range(blocks):
-                    black_box_s = (0.0 if same else 10.0) if b % 2 else 0.0
-                    run_block(ros, arms, plan, per_block, black_box_s, directory,
-                              on if b % 2 else off, unexpected)
+                    is_on = b % 4 in (1, 2)   # off on on off, off on on off: a drift cancels
+                    black_box_s = (0.0 if same else 10.0) if is_on else 0.0
+                    block: list[float] = []
+                    run_block(ros, arms, plan, per_block, black_box_s, directory, block,
+                              unexpected)
+                    (on if is_on else off).extend(block)
+                    medians.append(("on" if is_on else "off",
+                                    round(float(np.median(block)) * 1e3, 2) if block else None))
             finally:
                 servers.close()
     finally:
@@ -132,6 +145,7 @@ def latency(n_arms: int, blocks: int, per_block: int, same: bool = False) -> dic
             "peer_cancel_off_ms": sf, "peer_cancel_on_ms": so,
             "on_over_off_median": round(so["median"] / sf["median"], 3),
             "on_over_off_p99": round(so["p99"] / sf["p99"], 3),
+            "block_medians_ms": medians,
             "unexpected_outcomes": unexpected}
 
 

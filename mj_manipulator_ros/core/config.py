@@ -253,7 +253,7 @@ class ExecutionSettings:
         "override": "--record-dir"})
     black_box_s: float = field(default=10.0, metadata={
         "doc": "the black box: the executor always keeps the last this many seconds of joint "
-               "states, action feedback and status, /diagnostics, goals and its events in "
+               "states, action feedback, /diagnostics, goals and its events in "
                "memory; an execution that fails, stops or is canceled after a goal was sent "
                "writes them as one rosbag2 MCAP file (this window before the failure, and every "
                "arm until at rest) under black_box_dir, and its report names the file; 0: off",
