@@ -13,11 +13,14 @@ Waiting is event-driven: ``executor.spin_once`` blocks in the RMW wait set until
 feedback, or the guard condition (triggered by the shared :class:`CancelScope`) arrives.
 The periodic wake-ups (every :data:`CHECK_PERIOD_S`) are what rclpy offers no event for: server
 discovery and departure (graph queries), the controllers' clock reaching the result deadline,
-and the liveness watch.
+and the liveness watch. A server's departure also wakes the arm at once: a subscription to the
+action's status topic hears DDS say its writer left (the server's node destroyed, its process
+ended), and the graph is looked at then, and every DEPARTURE_RECHECK_S for a moment after.
 
 **Is the controller gone?** The verdict rests on evidence, never on one fixed silence:
 
-- the action server leaves the graph: ``controller_gone``;
+- the action server leaves the graph: ``controller_gone`` (its evidence: DDS's word that the
+  server's status writer left, where it came);
 - the result deadline passes on the controllers' clock: ``timeout``;
 - the watch arms on the goal's *first* feedback (a server that never sends feedback, as the
   action allows, is never failed for silence). Once armed, feedback silent for longer than
@@ -62,6 +65,11 @@ from mj_manipulator_ros.ros.conversion import fill_tolerances, time_msg, time_ns
 DISCOVERY_PERIOD_S = 0.02
 #: Period (s) of the checks while a goal runs: graph presence, clock deadline, liveness.
 CHECK_PERIOD_S = 0.05
+#: After DDS said a writer of the action's status left (:class:`ArmChannel`'s departure
+#: watch), the graph is looked at this often (s) for DEPARTURE_RECHECK_FOR_S: the graph cache
+#: may take the server's other endpoints' leaving a moment later
+DEPARTURE_RECHECK_S = 0.002
+DEPARTURE_RECHECK_FOR_S = 0.25
 #: Feedback silent for this many of its own observed periods (and at least feedback_timeout_s)
 #: sends a liveness probe.
 SILENCE_PERIODS = 5.0
@@ -81,6 +89,33 @@ SETTLE_PROBE_S = 0.05
 FeedbackHook = Callable[[str, FollowJointTrajectory.Feedback], None]
 
 
+def _departure_watch(node: Node, action: str, on_departure: Callable[[], None]):
+    """A subscription to the action's status topic whose only use is DDS's word that one of
+    its writers left (the ``matched`` event, where rclpy has it: Iron on; else ``liveliness``,
+    Humble), which comes the moment the server's node is destroyed; rclpy has no event for the
+    graph. Its messages are taken as bytes and dropped."""
+    from action_msgs.msg import GoalStatusArray
+    try:
+        from rclpy.event_handler import SubscriptionEventCallbacks
+    except ImportError:   # Humble
+        from rclpy.qos_event import SubscriptionEventCallbacks
+
+    def matched(info) -> None:
+        if info.current_count_change < 0:
+            on_departure()
+
+    def liveliness(info) -> None:
+        if info.alive_count_change < 0:
+            on_departure()
+
+    try:
+        events = SubscriptionEventCallbacks(matched=matched)
+    except TypeError:
+        events = SubscriptionEventCallbacks(liveliness=liveliness)
+    return node.create_subscription(GoalStatusArray, f"{action}/_action/status",
+                                    lambda _data: None, 1, event_callbacks=events, raw=True)
+
+
 class ArmChannel:
     """A persistent endpoint for one arm. Only one :class:`ArmRun` may use it at a time."""
 
@@ -93,6 +128,10 @@ class ArmChannel:
         #: liveness probes go to the action's own cancel service
         self.probe = node.create_client(CancelGoal, f"{arm.action_name}/_action/cancel_goal")
         self._guard = node.create_guard_condition(lambda: None)
+        #: monotonic time DDS last said a writer of the action's status topic left (the
+        #: server's node destroyed, its process ended): the graph is looked at at once
+        self.departed_at: float | None = None
+        self._departures = _departure_watch(node, arm.action_name, self._on_departure)
         self._read_lock = threading.Lock()
         self._reads_asked: list[threading.Event] = []   # asked, not yet read
         self._reads_served: list[threading.Event] = []    # read; set once the thread is back
@@ -108,6 +147,22 @@ class ArmChannel:
         #: monotonic time this arm's thread last began to wait for what comes (a result read
         #: now may have arrived any time since: the thread may have been kept off the CPU)
         self.waiting_since: float = time.monotonic()
+
+    def _on_departure(self) -> None:
+        self.departed_at = time.monotonic()
+
+    def check_period(self) -> float:
+        """How long (s) a wait may go before the graph is looked at again: CHECK_PERIOD_S, or
+        DEPARTURE_RECHECK_S just after a departure."""
+        at = self.departed_at
+        if at is not None and time.monotonic() - at < DEPARTURE_RECHECK_FOR_S:
+            return DEPARTURE_RECHECK_S
+        return CHECK_PERIOD_S
+
+    def departure_since(self, t: float) -> bool:
+        """Did a status writer leave after monotonic time ``t``?"""
+        at = self.departed_at
+        return at is not None and at > t
 
     def wake(self) -> None:
         """Make a blocked :meth:`spin_until` re-check its condition now (any thread)."""
@@ -190,6 +245,7 @@ class ArmChannel:
 
     def close(self) -> None:
         self.client.destroy()
+        self.node.destroy_subscription(self._departures)
         self.node.destroy_client(self.probe)
         self.node.destroy_guard_condition(self._guard)
         self.executor.shutdown(timeout_sec=1.0)
@@ -315,8 +371,21 @@ class ArmRun:
     def name(self) -> str:
         return self.channel.arm.name
 
-    def _fail(self, reason: FailureReason, error_string: str, error_code: int | None = None) -> None:
-        self.scope.fail(Failure(self.name, reason, error_code, error_string))
+    def _fail(self, reason: FailureReason, error_string: str, error_code: int | None = None,
+              evidence_at: float | None = None) -> None:
+        self.scope.fail(Failure(self.name, reason, error_code, error_string, evidence_at))
+
+    def _gone(self, when: str) -> None:
+        """Fail ``controller_gone``; its evidence is DDS's word that the server's status writer
+        left, when that came (on the controllers' clock, by the time passed since), or this
+        look at the graph."""
+        ch = self.channel
+        at = ch.departed_at
+        ago = 0.0 if at is None or time.monotonic() - at > DEPARTURE_RECHECK_FOR_S else \
+            time.monotonic() - at
+        self._fail(FailureReason.CONTROLLER_GONE,
+                   f"action server {ch.arm.action_name} left the graph {when}",
+                   evidence_at=self.now() - ago)
 
     def run(self) -> None:
         """Discover, wait for the gate, send, wait for the result; stop when the scope cancels.
@@ -449,9 +518,11 @@ class ArmRun:
         watch = LivenessWatch(s.feedback_timeout_s)
         self._watch = watch
         while True:
+            since = time.monotonic()
             ch.spin_until(lambda: result_future.done() or self.scope.canceled
-                          or watch.probe_answered() or self.requests.pending,
-                          min(wall_limit, time.monotonic() + CHECK_PERIOD_S))
+                          or watch.probe_answered() or self.requests.pending
+                          or ch.departure_since(since),
+                          min(wall_limit, time.monotonic() + ch.check_period()))
             if self.requests.pending and not result_future.done():
                 # a result already delivered wins: a goal its controller has ended is never
                 # replaced (a controlled stop sent to an arm its controller holds moves it again)
@@ -488,8 +559,7 @@ class ArmRun:
                            + ("; every arm canceled instead (hold)" if what else ""))
                 return
             if not ch.server_present():
-                self._fail(FailureReason.CONTROLLER_GONE,
-                           f"action server {ch.arm.action_name} left the graph during the goal")
+                self._gone("during the goal")
                 return
             verdict = watch.check(time.monotonic(), self._send_probe)
             if verdict:
@@ -515,9 +585,10 @@ class ArmRun:
         self._enter(ArmPhase.PAUSED, "the pause's goal succeeded")
         until = time.monotonic() + s.max_pause_s
         while True:
+            since = time.monotonic()
             ch.spin_until(lambda: self.scope.canceled or self.requests.pending
-                          or self.requests.end_requested,
-                          min(until, time.monotonic() + CHECK_PERIOD_S))
+                          or self.requests.end_requested or ch.departure_since(since),
+                          min(until, time.monotonic() + ch.check_period()))
             if self.scope.canceled or self.requests.end_requested or time.monotonic() >= until:
                 self._set(result_at=self.now(), error_code=0)
                 return None
@@ -528,8 +599,7 @@ class ArmRun:
                     self._goal_running = True
                 return replaced
             if not ch.server_present():
-                self._fail(FailureReason.CONTROLLER_GONE,
-                           f"action server {ch.arm.action_name} left the graph while paused")
+                self._gone("while paused")
                 return None
 
     def _replace_goal(self, old_future):
