@@ -289,16 +289,18 @@ def test_locate_finds_the_plan_time_refuses_off_and_ambiguous_poses() -> None:
     assert caught.value.plan_time == pytest.approx(1.0, abs=2e-3)
 
 
-def test_the_command_line_continues_a_stopped_plan(tiny_sim, ros, tmp_path) -> None:
-    """``execute PLAN --continue`` in its own process, after a peer-failed stop left by this
-    process's executor (the arms stopped near plan time 1.3 s on an out-and-back plan: said
-    with --continue-near): refused while the left arm is off its plan (exit 2, nothing moved),
-    then ``--continue --approach`` completes the plan (exit 0, JSON account)."""
+def test_the_command_line_continues_a_stopped_plan(tiny_sim, ros, tmp_path, capsys) -> None:
+    """``execute PLAN --continue`` after a peer-failed stop left by this process's executor
+    (the arms stopped near plan time 1.3 s on an out-and-back plan: said with
+    --continue-near): refused while the left arm is off its plan (exit 2, nothing moved; the
+    command's ``main`` called here), then ``--continue --approach`` in its own process
+    completes the plan (exit 0, JSON account)."""
     import subprocess
     import sys
 
     import yaml
 
+    from mj_manipulator_ros.cli import main
     from mj_manipulator_ros.core.plan_io import plan_to_mapping
     from tiny_arm import tiny_mapping
 
@@ -318,17 +320,20 @@ def test_the_command_line_continues_a_stopped_plan(tiny_sim, ros, tmp_path) -> N
         moved = executor.execute(approach_plan(cfg.executor, {"left": here},
                                                {"left": here + np.array([0.0, 0.2])}))
         assert moved.succeeded, moved.summary()
-    cli = [sys.executable, "-m", "mj_manipulator_ros.cli", "execute", str(plan_file),
-           "--config", str(config_file), "--continue", "--json", "--continue-near", "1.3"]
+    args = ["execute", str(plan_file), "--config", str(config_file), "--continue", "--json",
+            "--continue-near", "1.3"]
     goals = {a: len(node.arms[a].tickets) for a in ("left", "right")}
-    refused = subprocess.run(cli, capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2, refused.stdout + refused.stderr
+    capsys.readouterr()
+    code = main(list(args))
+    refused = capsys.readouterr()
+    assert code == 2, refused.out + refused.err
     # the joint farthest from the plan's nearest configuration (moving j2 off the curved path
     # moves the nearest point along it too)
     assert re.search(r"arm 'left', joint 'left_j[12]': measured .* off its plan.*nothing was "
-                     r"sent", refused.stderr), refused.stderr
+                     r"sent", refused.err), refused.err
     assert {a: len(node.arms[a].tickets) for a in ("left", "right")} == goals
-    done = subprocess.run([*cli, "--approach"], capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, "-m", "mj_manipulator_ros.cli", *args, "--approach"],
+                          capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     account = json.loads(done.stdout)
     assert account["succeeded"] and account["off_plan"] == ["left"], account
