@@ -381,8 +381,9 @@ class ArmRun:
         look at the graph."""
         ch = self.channel
         at = ch.departed_at
-        ago = 0.0 if at is None or time.monotonic() - at > DEPARTURE_RECHECK_FOR_S else \
-            time.monotonic() - at
+        ago = 0.0 if at is None else time.monotonic() - at
+        if ago > DEPARTURE_RECHECK_FOR_S:   # an old departure: this look is the evidence
+            ago = 0.0
         self._fail(FailureReason.CONTROLLER_GONE,
                    f"action server {ch.arm.action_name} left the graph {when}",
                    evidence_at=self.now() - ago)
