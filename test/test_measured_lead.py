@@ -11,6 +11,7 @@ import pytest
 
 from mj_manipulator_ros.core.start_lead import (
     LEAD_FACTOR, Acceptance, AcceptanceHistory, start_lead)
+from mj_manipulator_ros.core.errors import MjManipulatorError
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from test_start_state import plan_from
 from tiny_arm import tiny_config
@@ -31,10 +32,22 @@ def test_the_need_is_the_probe_now_plus_the_costliest_goal_scaled_by_its_points(
     history.add(Acceptance(400, 0.010, 0.030))   # 20 ms beyond, 400 points
     # 200 points: 13 ms x 2 = 26 ms (the 400-point goal is not scaled down: 20 ms)
     assert history.need(200, 0.004) == pytest.approx(0.004 + 0.026)
-    # 800 points: 13 x 8 = 104 ms, 20 x 2 = 40 ms
-    assert history.need(800, 0.001) == pytest.approx(0.001 + 0.104)
-    # fewer points than every record: never below the records' own cost
-    assert history.need(10, 0.0) == pytest.approx(0.020)
+    # 800 points: 13 x 8 = 104 ms beyond the probe, but the 100-point goal took 15 ms in all:
+    # 120 ms at 800 points, more than 1 + 104
+    assert history.need(800, 0.001) == pytest.approx(0.120)
+    # fewer points than every record: never below what a record took in all (30 ms)
+    assert history.need(10, 0.0) == pytest.approx(0.030)
+
+
+def test_a_quick_probe_after_slow_goals_needs_what_those_goals_took() -> None:
+    """A probe of 5 ms after goals that took 80 ms with 50 ms probes: the need is 80 ms, not
+    5 + 30 (regression: a quick probe on a loaded machine gave a 60-80 ms lead and the goal was
+    taken 96-156 ms after sending, ``late_acceptance``)."""
+    history = AcceptanceHistory()
+    for _ in range(3):
+        history.add(Acceptance(300, 0.050, 0.080))
+    assert history.need(300, 0.005) == pytest.approx(0.080)
+    assert start_lead({"left": history.need(300, 0.005)}, 0.06, 0.25) == pytest.approx(0.160)
 
 
 def test_records_that_cannot_be_times_are_not_kept() -> None:
@@ -57,9 +70,17 @@ def test_the_lead_is_the_factor_times_the_slowest_arm_within_floor_and_ceiling()
 
 
 def _runs(executor: MultiArmExecutor, n: int) -> list:
-    """``n`` out-and-back plans (0.6 s) from where the arms start and end."""
-    return [executor.execute(plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}, 0.6))
-            for _ in range(n)]
+    """``n`` out-and-back plans (0.6 s) from where the arms start and end. A run refused at
+    its start (an arm not back at the start) says how the runs before it ended."""
+    reports = []
+    for _ in range(n):
+        try:
+            reports.append(executor.execute(
+                plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}, 0.6)))
+        except MjManipulatorError as exc:
+            raise AssertionError(f"run {len(reports) + 1} refused: {exc}; the runs before it: "
+                                 f"{[r.summary() for r in reports]}") from exc
+    return reports
 
 
 def _taken(r) -> float:

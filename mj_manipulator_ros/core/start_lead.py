@@ -16,7 +16,10 @@ simulated OpenArm here, idle or beside a busy loop). So the lead is measured, pe
   round trip (its serialization, the controller's checks), scaled by the number of points when
   this goal has more.
 
-``need = probe now + the largest such cost``; the lead is ``LEAD_FACTOR x`` the slowest arm's
+``need = probe now + the largest such cost``, and never less than the longest of those goals
+took in all, sent to taken (scaled alike): one quick probe is one sample of a loaded machine's
+round trips, which vary more than a goal's cost beyond one (a probe of 5 ms after goals that took
+80 ms with a 50 ms probe would otherwise give a need of 35 ms). The lead is ``LEAD_FACTOR x`` the slowest arm's
 need, at least ``execution.start_lead_floor_s``, at most ``execution.start_lead_s`` (which wins
 over the floor; floor = ceiling is a fixed lead). An arm with no history yet (its first goal in
 this process), or whose probe was not answered, gets the ceiling: nothing measured, nothing
@@ -70,8 +73,12 @@ class AcceptanceHistory:
             past = list(self._past)
         if not past or not math.isfinite(probe_s):
             return None
-        cost = max(max(0.0, a.accept_s - a.probe_s) * max(1.0, points / a.points) for a in past)
-        return probe_s + cost
+        scale = [max(1.0, points / a.points) for a in past]
+        cost = max(max(0.0, a.accept_s - a.probe_s) * k for a, k in zip(past, scale))
+        # never less than a recent goal took in all: a quick probe now is one sample, and a
+        # loaded machine's round trips vary more than its goals' cost beyond one
+        taken = max(a.accept_s * k for a, k in zip(past, scale))
+        return max(probe_s + cost, taken)
 
     def __len__(self) -> int:
         with self._lock:
