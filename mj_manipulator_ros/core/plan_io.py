@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -56,6 +57,42 @@ def plan_to_mapping(plan: MultiArmPlan) -> dict:
             points.append(p)
         out["arms"][arm] = {"joint_names": list(t.joint_names), "points": points}
     return out
+
+
+def yaml_float(x: float) -> str:
+    """``x`` as PyYAML's safe dumper writes a float (YAML 1.1, read back exactly by the safe
+    loader): the shortest round-trip repr, ``.nan`` / ``.inf`` / ``-.inf``, and a dot before
+    an exponent (``1e-05`` is a string to YAML 1.1; ``1.0e-05`` a float)."""
+    if x != x:
+        return ".nan"
+    if x in (math.inf, -math.inf):
+        return ".inf" if x > 0 else "-.inf"
+    text = repr(float(x)).lower()
+    if "." not in text and "e" in text:
+        text = text.replace("e", ".0e", 1)
+    return text
+
+
+def plan_yaml(plan: MultiArmPlan) -> str:
+    """The plan's YAML text: :func:`plan_to_mapping`, every point one flow mapping on its own
+    line, read back by any YAML loader to the same mapping, floats exact. Made without PyYAML's
+    representer (per value in Python: 1.0 s for the 1,401-point crossing plan on a slow 2-core
+    machine, the time a recorded execution then spent before its stamp); about 20x faster."""
+    lines = ["arms:"]
+    row = lambda values: "[" + ", ".join(map(yaml_float, values)) + "]"  # noqa: E731
+    for arm, t in plan.arms.items():
+        lines.append(f"  {json.dumps(arm)}:")
+        lines.append("    joint_names: [" + ", ".join(map(json.dumps, t.joint_names)) + "]")
+        lines.append("    points:")
+        for i in range(t.times.size):
+            parts = [f"time_from_start: {yaml_float(t.times[i])}",
+                     f"positions: {row(t.positions[i].tolist())}"]
+            if t.velocities is not None:
+                parts.append(f"velocities: {row(t.velocities[i].tolist())}")
+            if t.accelerations is not None:
+                parts.append(f"accelerations: {row(t.accelerations[i].tolist())}")
+            lines.append("    - {" + ", ".join(parts) + "}")
+    return "\n".join(lines) + "\n"
 
 
 #: plans read in this process, by the kind and digest of their text: the same text gives the

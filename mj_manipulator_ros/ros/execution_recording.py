@@ -21,11 +21,10 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from mj_manipulator_ros.core import yaml_load
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.core.plan import MultiArmPlan
-from mj_manipulator_ros.core.plan_io import plan_to_mapping
+from mj_manipulator_ros.core.plan_io import plan_yaml
 from mj_manipulator_ros.core.report import ArmStatus, ExecutionReport
 from mj_manipulator_ros.ros.bag_recorder import (
     EVENTS_TOPIC, MATCH_WAIT_S, RESERVE_BYTES, BagRecorder, arm_topics, event_message, goal_topic)
@@ -41,8 +40,9 @@ PER_MESSAGE_BYTES = 48
 
 
 def plan_text(plan: MultiArmPlan) -> str:
-    """The plan as a bag keeps it: its file's YAML form, keys in the file's order."""
-    return yaml_load.safe_dump(plan_to_mapping(plan), sort_keys=False)
+    """The plan as a bag keeps it: its file's YAML form, keys in the file's order
+    (:func:`~mj_manipulator_ros.core.plan_io.plan_yaml`)."""
+    return plan_yaml(plan)
 
 
 def expected_bytes(config: ExecutorConfig, plan: MultiArmPlan, joint_state_hz: float,
