@@ -8,6 +8,10 @@ set -uo pipefail
 PY="$1"; shift
 N=$(nproc)
 WORKERS="${WORKERS:-$(( N + 1 > 4 ? 4 : N + 1 ))}"   # one more than the cores, at most 4 (Makefile)
+# the package and the tests' helpers byte-compiled (mtime-checked, so never stale): with
+# PYTHONDONTWRITEBYTECODE set no import writes them, and each of the suite's processes compiled
+# them again (make setup compiles the venv)
+"$PY" -m compileall -q mj_manipulator_ros test bench >/dev/null 2>&1 || true
 if [ "$WORKERS" = 0 ]; then
   exec "$PY" -m pytest "$@"
 fi
