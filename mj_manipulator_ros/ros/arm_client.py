@@ -834,7 +834,7 @@ def taken_stamp(taken_s: Optional[float], sent_s: float, read_s: float,
 
     A stamp outside [sent, read] by more than the clocks' allowed offset (``max_offset_s``) is
     on another clock (rclpy stamps it with its node's clock, which need not be the controllers'
-    clock: the simulator's servers on sim time stamp it with the wall clock) and is not used."""
+    clock: an rclpy server on sim time whose node runs on the system clock) and is not used."""
     if taken_s is None or not sent_s - max_offset_s <= taken_s <= read_s + max_offset_s:
         return None
     return taken_s

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections import deque
 import threading
 import time
 
+import rclpy
 from control_msgs.action import FollowJointTrajectory
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.clock import ClockType
 from rclpy.node import Node
+from rclpy.time import Time
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ArmConfig
@@ -50,8 +54,21 @@ class SimArmServer:
         self._handled = 0                        # accepted goals handed over or ended unrun
         self._reject_armed = self.controller.faults.reject_next_goal
         self.closing = threading.Event()  # set by SimNode.close: every goal ends, none starts
+        #: the controller's own node, as ros2_control gives each controller one: its clock is
+        #: this arm's controller clock, so the action server stamps a goal's acceptance on the
+        #: clock its start stamp is on (rclpy stamps it with the server node's clock: the
+        #: simulator's node, on the system clock, gave stamps the executor could not use on sim
+        #: time, and a goal taken 24 ms after its stamp passed as taken in time, judged by when
+        #: the answer was read on the executor's /clock, which lagged physics under load)
+        self.controller_node = rclpy.create_node(
+            controller_node_name(node.get_name(), arm.name), context=node.context,
+            start_parameter_services=False)
+        self.controller_node.get_clock()._set_ros_time_is_active(True)
+        self._clock_lock = threading.Lock()   # physics' observer and the goals' threads
+        self._destroyed = False
+        self.set_clock(self.shared.controller_time(arm.name))
         self._server = ActionServer(
-            node, FollowJointTrajectory, arm.action_name, self._execute,
+            self.controller_node, FollowJointTrajectory, arm.action_name, self._execute,
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
             callback_group=ReentrantCallbackGroup(), result_timeout=RESULT_TIMEOUT_S)
 
@@ -81,12 +98,23 @@ class SimArmServer:
             point_rows([p.accelerations for p in points]), time_ns(t.header.stamp) * 1e-9,
             asked.path, asked.goal, asked.goal_time, point_rows([p.effort for p in points]))
 
+    def set_clock(self, now: float) -> None:
+        """The controller node's clock set to ``now`` (this arm's controller clock, s): at each
+        goal's answer (rclpy stamps the acceptance just after) and periodically (the kept
+        results expire on it)."""
+        with self._clock_lock:
+            if not self._destroyed:   # (a test's controller gone: physics goes on)
+                self.controller_node.get_clock().set_ros_time_override(
+                    Time(nanoseconds=int(round(now * 1e9)), clock_type=ClockType.ROS_TIME))
+
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         arrived = self.shared.controller_time(self.arm.name)
         try:
             return self._answer(goal)
         finally:
-            self.answers.append((arrived, self.shared.controller_time(self.arm.name)))
+            answered = self.shared.controller_time(self.arm.name)
+            self.set_clock(answered)   # the acceptance stamp: the time of the answer
+            self.answers.append((arrived, answered))
 
     def _answer(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         with self._lock:
@@ -243,10 +271,21 @@ class SimArmServer:
     def destroy(self) -> None:
         """Destroy the action server (the arm is served no more: a controller gone). Once: the
         simulator's close after a bench or test destroyed it already does nothing more."""
-        if getattr(self, "_destroyed", False):
-            return
-        self._destroyed = True
+        with self._clock_lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
         self._server.destroy()
+        spinning = self.controller_node.executor
+        if spinning is not None:   # out of the simulator's executor first (its wait set)
+            spinning.remove_node(self.controller_node)
+        self.controller_node.destroy_node()
+
+
+def controller_node_name(sim_node: str, arm: str) -> str:
+    """The node of ``arm``'s simulated controller: ``<sim node>_<arm>_controller``, the arm's
+    name made a valid node name (any character but a letter, digit or _ becomes _)."""
+    return re.sub(r"\W", "_", f"{sim_node}_{arm}_controller", flags=re.ASCII)
 
 
 def _wait_until(predicate, timeout: float) -> bool:

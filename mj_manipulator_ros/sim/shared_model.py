@@ -279,6 +279,11 @@ class SharedModel:
             now = self._clock(sim_time)
         return now + (self.controllers[arm].faults.clock_offset_at(sim_time) if arm else 0.0)
 
+    def controller_time_at(self, sim_time: float, arm: str) -> float:
+        """``arm``'s controller clock at physics time ``sim_time``, s (as :meth:`controller_time`
+        for a snapshot's time; no lock: for observers, which run with physics held)."""
+        return self._clock(sim_time) + self.controllers[arm].faults.clock_offset_at(sim_time)
+
     def add_observer(self, rate_hz: float, callback: Callable[[Snapshot], None]) -> None:
         """Call ``callback(snapshot)`` from the physics thread every 1/rate_hz s of sim time."""
         self._observers.append([1.0 / rate_hz, 0.0, callback])

@@ -70,6 +70,9 @@ from mj_manipulator_ros.sim.lag_warning import warn_lag_s
 from mj_manipulator_ros.sim.shared_model import SharedModel, Snapshot
 from mj_manipulator_ros.sim.sim_clock import SimClock
 
+#: how often each controller node's clock is set to its controller clock between goals, Hz of
+#: physics time (at each goal's answer it is set exactly)
+CONTROLLER_CLOCK_HZ = 50.0
 #: how often the simulator's health goes out on /diagnostics, s (system clock)
 DIAGNOSTICS_PERIOD_S = 1.0
 from mj_manipulator_ros.sim.miswiring import WIRING_FAULTS
@@ -147,6 +150,10 @@ class SimNode:
         self.shared.add_observer(config.sim.joint_state_rate_hz, self._publish_joint_states)
         self._executor = MultiThreadedExecutor(num_threads=2 + 2 * len(self.arms), context=context)
         self._executor.add_node(self.node)
+        for server in self.arms.values():   # each controller's node: its action server
+            self._executor.add_node(server.controller_node)
+        # the controllers' node clocks follow physics (their kept results expire on them)
+        self.shared.add_observer(CONTROLLER_CLOCK_HZ, self._set_controller_clocks)
         self._spinner: Optional[BackgroundSpinner] = None
         self.recorder = None
         if record:
@@ -254,6 +261,10 @@ class SimNode:
         msg = DiagnosticArray(status=[status, *arms])
         msg.header.stamp = self.node.get_clock().now().to_msg()
         self._diagnostics.publish(msg)
+
+    def _set_controller_clocks(self, snap: Snapshot) -> None:
+        for name, server in self.arms.items():
+            server.set_clock(self.shared.controller_time_at(snap.sim_time, name))
 
     def _publish_clock(self, snap: Snapshot) -> None:
         self._clock_pub.publish(Clock(clock=stamp_msg(snap.sim_time)))
