@@ -104,8 +104,10 @@ class SimArmServer:
         results expire on it)."""
         with self._clock_lock:
             if not self._destroyed:   # (a test's controller gone: physics goes on)
+                # a ROS time is never negative: a clock fault stepping a clock back from near
+                # its start reads 0 here (its joint-state stamps carry the fault)
                 self.controller_node.get_clock().set_ros_time_override(
-                    Time(nanoseconds=int(round(now * 1e9)), clock_type=ClockType.ROS_TIME))
+                    Time(nanoseconds=max(0, int(round(now * 1e9))), clock_type=ClockType.ROS_TIME))
 
     def _on_goal(self, goal: FollowJointTrajectory.Goal) -> GoalResponse:
         arrived = self.shared.controller_time(self.arm.name)
