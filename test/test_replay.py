@@ -266,7 +266,7 @@ def test_preflight_refuses_colliding_plan_and_sends_nothing(tmp_path, ros, scrip
         assert not ctl["left"].goals        # refused: nothing was sent
         ok = executor.execute(plan_of(-SWING, AWAY, T).time_scaled(2.0))  # apart, both ways
     assert len(ctl["left"].goals) == 1  # only the clear plan was sent
-    assert ok.succeeded
+    assert ok.succeeded, ok.summary()
 
 
 def test_timeline_with_holds() -> None:
