@@ -40,16 +40,8 @@ def _taking_info(handler: Callable) -> Callable:
 
 
 #: a DDS reception time further than this (s) from this process's clock is on another clock
-#: (this process on sim time): the receipt time is then this process's reading less the wait
-#: since the middleware had the message, at this clock's pace against the system clock
+#: (this process on sim time): the receipt time is then this process's own
 SAME_CLOCK_S = 5.0
-#: the pace of this process's clock against the system clock is read over this much system
-#: time of messages (s); over less, it is taken as 1
-PACE_SPAN_S = 0.2
-#: ... and over at most this much (s): a sim clock's pace changes with the machine's load
-PACE_WINDOW_S = 1.0
-#: a wait since the middleware's receipt longer than this (s) is not a backlog: not used
-MAX_BACKLOG_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -81,8 +73,6 @@ class JointStateMonitor:
         self._latest: dict[str, JointReading] = {}
         self._diffs: dict[str, collections.deque] = collections.defaultdict(
             lambda: collections.deque(maxlen=400))
-        #: (system clock, this clock) at each message's reading: this clock's pace
-        self._pace: collections.deque = collections.deque(maxlen=1024)
         names = names or {}
         self._node = node
         #: called with (names, positions, header stamp, receipt time, velocities) for every
@@ -118,18 +108,12 @@ class JointStateMonitor:
         self._on_msg(msg, info)
 
     def _on_msg(self, msg: JointState, info: Optional[Mapping] = None) -> None:
-        received, system = self._now(), time.time()
+        received = self._now()
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-        # the offset sample's receipt time: the middleware's (a backlog of unread messages on a
-        # loaded machine is not an offset), on this clock
-        wire = ((info or {}).get("received_timestamp") or 0) * 1e-9
+        # the offset sample's receipt time: the middleware's where it is on this clock
+        wire = (info or {}).get("received_timestamp") or 0
+        wire = wire * 1e-9 if abs(wire * 1e-9 - received) < SAME_CLOCK_S else received
         with self._cond:
-            if wire and abs(wire - received) < SAME_CLOCK_S:
-                pass                       # on this clock already
-            elif wire and 0.0 <= system - wire < MAX_BACKLOG_S and received > 0:
-                wire = received - (system - wire) * self._pace_now(system, received)
-            else:
-                wire = received
             for k, name in enumerate(msg.name):
                 if k < len(msg.position):
                     self._latest[name] = JointReading(float(msg.position[k]), stamp, received)
@@ -143,19 +127,6 @@ class JointStateMonitor:
         listener = self.listener
         if listener is not None:
             listener(msg.name, msg.position, stamp, received, msg.velocity)
-
-    def _pace_now(self, system: float, received: float) -> float:
-        """This clock's seconds per system-clock second over the last PACE_WINDOW_S of
-        messages (1 over less than PACE_SPAN_S; a sim clock at real time: about 1). Called
-        with the lock held."""
-        pace = self._pace
-        pace.append((system, received))
-        while system - pace[0][0] > PACE_WINDOW_S:
-            pace.popleft()
-        span = system - pace[0][0]
-        if span < PACE_SPAN_S:
-            return 1.0
-        return max(0.0, (received - pace[0][1]) / span)
 
     def readings(self, joints: Sequence[str]) -> Optional[dict[str, JointReading]]:
         """The latest reading of every joint, or None while one has none."""
