@@ -7,7 +7,7 @@
 set -uo pipefail
 PY="$1"; shift
 N=$(nproc)
-WORKERS="${WORKERS:-$(( N + 1 > 4 ? 4 : N + 1 ))}"   # one more than the cores, at most 4 (Makefile)
+WORKERS="${WORKERS:-$(( N > 4 ? 4 : N ))}"   # as many as the cores, at most 4 (Makefile)
 # the package and the tests' helpers byte-compiled (mtime-checked, so never stale): with
 # PYTHONDONTWRITEBYTECODE set no import writes them, and each of the suite's processes compiled
 # them again (make setup compiles the venv)
