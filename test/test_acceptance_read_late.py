@@ -41,6 +41,21 @@ def test_the_controllers_own_acceptance_stamp_decides() -> None:
     assert acceptance_lateness(stamp, None, 99.95) < 0
 
 
+def test_a_stamp_after_the_reading_is_the_controllers_clock_ahead_of_a_lagging_one() -> None:
+    """On sim time this process's clock (its latest /clock) lags the controllers' under load: a
+    stamp 50 ms after the reading is used, so a goal taken after its start stamp is judged by
+    it (regression: rejected as 'another clock' beyond the 20 ms offset, the late reading
+    decided, and in a loaded suite the simulator's exact stamps went unused). A stamp on
+    another clock (epoch seconds against sim time) or before the sending is still not used."""
+    from mj_manipulator_ros.ros.arm_client import taken_stamp
+
+    assert taken_stamp(10.05, 9.75, 10.0, 0.02) == 10.05
+    assert taken_stamp(1.8e9, 9.75, 10.0, 0.02) is None
+    assert taken_stamp(9.70, 9.75, 10.0, 0.02) is None
+    assert acceptance_lateness(9.99, taken_stamp(10.05, 9.75, 10.0, 0.02), 10.0) == \
+        pytest.approx(0.06)
+
+
 @pytest.mark.slow
 def test_answers_read_late_by_a_frozen_executor_process_do_not_fail_the_run(
         tmp_path, processes) -> None:

@@ -828,14 +828,24 @@ def _succeeded(response) -> bool:
     return response.status == GoalStatus.STATUS_SUCCEEDED and response.result.error_code == 0
 
 
+#: an acceptance stamp up to this long after its answer was read here is on the controllers'
+#: clock read ahead of this process's lagging one (s): another clock is off by far more
+STAMP_AHEAD_S = 1.0
+
+
 def taken_stamp(taken_s: Optional[float], sent_s: float, read_s: float,
                 max_offset_s: float) -> Optional[float]:
     """The controller's acceptance stamp (s) when it is on the controllers' clock, else None.
 
-    A stamp outside [sent, read] by more than the clocks' allowed offset (``max_offset_s``) is
-    on another clock (rclpy stamps it with its node's clock, which need not be the controllers'
-    clock: an rclpy server on sim time whose node runs on the system clock) and is not used."""
-    if taken_s is None or not sent_s - max_offset_s <= taken_s <= read_s + max_offset_s:
+    A stamp before the sending by more than the clocks' allowed offset (``max_offset_s``), or
+    after the reading by more than ``STAMP_AHEAD_S``, is on another clock (rclpy stamps it with
+    its node's clock, which need not be the controllers' clock: an rclpy server on sim time
+    whose node runs on the system clock) and is not used. After the reading it may be by more
+    than the offset: this process's clock lags the controllers' (on sim time, its latest
+    /clock under load), and a stamp after the reading only makes the goal later than the
+    reading says: never a lateness hidden."""
+    if taken_s is None or not sent_s - max_offset_s <= taken_s <= read_s + max(max_offset_s,
+                                                                               STAMP_AHEAD_S):
         return None
     return taken_s
 
