@@ -304,12 +304,22 @@ def test_the_file_waits_while_an_execution_is_in_motion(ros, tmp_path) -> None:
         node.destroy_node()
 
 
-def test_events_are_placed_on_this_machines_clock_when_sim_time_runs_faster(ros,
-                                                                           tmp_path) -> None:
+#: a joint state's reading held this long (s) in the executor's process: slower than the
+#: tiny simulator's stream at 2x, so a backlog of unread messages builds up (to the
+#: subscription's depth), as on a loaded machine
+READING_DELAY_S = 0.004
+
+
+@pytest.mark.parametrize("backlog", [False, True], ids=["idle", "reading_backlog"])
+def test_events_are_placed_on_this_machines_clock_when_sim_time_runs_faster(
+        ros, tmp_path, backlog) -> None:
     """The simulator at 2x real time (sim time): the executor's events, on the controllers'
     clock, land in the file at the receipt time of the joint states stamped at that moment
     (regression: mapped one to one, an event a second of sim time back landed a whole second
-    back on this machine's clock, where half a second had passed)."""
+    back on this machine's clock, where half a second had passed). With a backlog of unread
+    joint states (each reading held READING_DELAY_S in the executor's process, as a loaded
+    machine does: CI placed an event 168 ms before the states stamped then, when events were
+    placed by the clocks' rate alone) the events still land among the states stamped then."""
     from mj_manipulator_ros.sim.sim_node import SimNode
 
     node = SimNode(tiny_config(tmp_path, sim={"real_time_factor": 2.0, "faults": {}}),
@@ -320,6 +330,13 @@ def test_events_are_placed_on_this_machines_clock_when_sim_time_runs_faster(ros,
             "black_box_dir": str(tmp_path / "box")}).executor
         with MultiArmExecutor(config, context=ros.context) as executor:
             wait_full(executor)
+            if backlog:
+                keep = executor.monitor.raw_sink
+
+                def slow_reading(*message) -> None:
+                    keep(*message)
+                    time.sleep(READING_DELAY_S)
+                executor.monitor.raw_sink = slow_reading
             thread = at_plan_time(executor, 0.6, lambda: executor.stop("operator (test)"))
             report = executor.execute(swing_plan())
             thread.join(25.0)

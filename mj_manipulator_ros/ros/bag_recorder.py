@@ -48,6 +48,7 @@ from rclpy.serialization import serialize_message
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
+from mj_manipulator_ros.core.clock_map import ClockMap, header_stamp
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.ros.bag_types import BagTypes
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
@@ -65,6 +66,10 @@ MATCH_WAIT_S = 2.0
 FREE_FLOOR_BYTES = CHUNK_BYTES + (256 << 10)
 #: how often the free space is looked at while writing, s
 FREE_CHECK_S = 0.25
+#: how far back (s of receipt time) a recording keeps its joint states' (stamp, receipt) pairs
+#: to place the executor's events; an event before that is placed from the first pair at the
+#: clocks' rate
+CLOCK_MAP_S = 60.0
 FEEDBACK = FollowJointTrajectory.Impl.FeedbackMessage
 TYPE_NAMES = {JointState: "sensor_msgs/msg/JointState", Clock: "rosgraph_msgs/msg/Clock",
               GoalStatusArray: "action_msgs/msg/GoalStatusArray", Log: "rcl_interfaces/msg/Log",
@@ -100,13 +105,16 @@ class BagRecorder:
         topics: (topic, message class) to subscribe to and record.
         written: (topic, message class) written by the owner through :meth:`write`.
         artifacts: name -> text, stored as custom data (more with :meth:`attach`).
+        stamped: recorded topics whose messages begin with a header (joint states): their
+            (stamp, receipt) pairs go to :attr:`clock_map`.
 
     Raises:
         ConfigError: ``path`` exists (a bag is never overwritten).
     """
 
     def __init__(self, path: str | Path, context, topics: Iterable[tuple[str, type]],
-                 written: Iterable[tuple[str, type]] = (), artifacts: Optional[dict] = None) -> None:
+                 written: Iterable[tuple[str, type]] = (), artifacts: Optional[dict] = None,
+                 stamped: Iterable[str] = ()) -> None:
         from rosbags.rosbag2 import StoragePlugin, Writer
 
         self.path = Path(path)
@@ -146,6 +154,10 @@ class BagRecorder:
         self._type_of = {topic: name for topic, (name, _, _) in specs.items()}
         self.counts: dict[str, int] = {topic: 0 for topic in specs}
         self._artifacts = dict(artifacts or {})
+        #: the stamped topics' (stamp, receipt) pairs of the last CLOCK_MAP_S: where events of
+        #: the controllers' clock go among them (``core/clock_map.py``)
+        self.clock_map = ClockMap(int(CLOCK_MAP_S * 1e9))
+        self._stamped = frozenset(stamped)
         self._node = rclpy.create_node(f"mjmr_bag_{abs(hash(str(self.path))) % 10**8}",
                                        context=context)
         qos = QoSProfile(depth=100)
@@ -175,6 +187,15 @@ class BagRecorder:
             time.sleep(0.01)
 
     def _receiver(self, topic: str):
+        if topic in self._stamped:
+            add = self.clock_map.add
+
+            def receive_stamped(data: bytes) -> None:
+                t_ns = time.time_ns()
+                self._write_bytes(topic, data, t_ns)
+                add(header_stamp(data), t_ns)
+            return receive_stamped
+
         def receive(data: bytes) -> None:
             self._write_bytes(topic, data, time.time_ns())
         return receive

@@ -45,6 +45,7 @@ from rclpy.qos import QoSProfile
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 
+from mj_manipulator_ros.core.clock_map import ClockMap
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionReport
@@ -194,6 +195,9 @@ class BlackBox:
         self.config = config
         self.directory = Path(s.black_box_dir) if s.black_box_dir else default_directory()
         self.ring = Ring(int(s.black_box_s * 1e9), int(s.black_box_max_mb * 1e6))
+        #: the joint states' (stamp, receipt) pairs: where the executor's events (times of the
+        #: controllers' clock) go among them in the file
+        self.clock_map = ClockMap(self.ring.window_ns + int(s.black_box_after_s * 1e9))
         self._readings = readings
         # Nothing here subscribes to what the executor receives already: every subscription
         # more in this process costs the arms' cancels (measured, bench/black_box_bench.py: a
@@ -239,9 +243,12 @@ class BlackBox:
         #: how the latest dump's wait for rest ended (said in its file's events too)
         self.last_rest: str = ""
 
-    def keep(self, topic: str, data: bytes, t_ns: int) -> None:
-        """Keep one message received elsewhere (the executor's joint-state monitor)."""
+    def keep(self, topic: str, data: bytes, t_ns: int, stamp_s: Optional[float] = None) -> None:
+        """Keep one message received elsewhere (the executor's joint-state monitor) at ``t_ns``
+        (ns, this machine's clock); ``stamp_s``: its header's stamp (s, controllers' clock)."""
         self.ring.add(t_ns, topic, data)
+        if stamp_s is not None:
+            self.clock_map.add(stamp_s, t_ns)
 
     def keep_feedback(self, arm: str, msg) -> None:
         """Keep one arm's feedback message (rclpy's, in the arm's thread): serialized here, cut
@@ -280,7 +287,8 @@ class BlackBox:
                 recorded: the window reaches ``black_box_s`` before it.
             held: the execution's :meth:`hold`, released once the file is written.
             rate: seconds of the controllers' clock per second of this machine's (sim time at
-                another pace), to place the failure among the events.
+                another pace), to place the failure among the events (and events beyond the
+                joint states' stamps, :class:`ClockMap`).
         """
         self.wait_written(self._join_s())   # one file at a time, in order
         failed_ns = time.time_ns() - int(failed_ago_s * 1e9)
@@ -291,7 +299,8 @@ class BlackBox:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
         path = self.directory / f"{PREFIX}{stamp}_{report.status.value}{SUFFIX}"
         report = dataclasses.replace(report, black_box_path=str(path))
-        written = run_messages(report, runs, now, now - failed_ago_s * rate, rate)
+        written = run_messages(report, runs, now, now - failed_ago_s * rate, rate,
+                               self.clock_map.mapper(now, time.time_ns(), rate))
         joints = [j for a in plan.arm_names for j in self.config.arm(a).joint_names]
         artifacts = {"plan": plan_text(plan), "config": config_text(self.config)}
         with self._lock:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from control_msgs.action import FollowJointTrajectory
 from rcl_interfaces.msg import Log
@@ -109,8 +109,9 @@ def config_text(config: ExecutorConfig) -> str:
 
 
 def run_messages(report: ExecutionReport, runs: Mapping, now: float,
-                 failed_at: Optional[float] = None,
-                 rate: float = 1.0) -> list[tuple[str, object, int]]:
+                 failed_at: Optional[float] = None, rate: float = 1.0,
+                 to_receipt: Optional[Callable[[float], int]] = None
+                 ) -> list[tuple[str, object, int]]:
     """What the executor knows of a run, as (topic, message, receipt time ns) in time order:
     each goal as sent (on its arm's goal topic) and the events of the report (start stamp, goal
     sent / accepted, cancel requested / acknowledged, each arm's result and whether its stop
@@ -124,10 +125,15 @@ def run_messages(report: ExecutionReport, runs: Mapping, now: float,
         rate: seconds of the controllers' clock per second of this machine's (sim time at
             another pace): an event ``now - t`` ago on the controllers' clock was received
             ``(now - t) / rate`` ago.
+        to_receipt: a moment of the controllers' clock -> the receipt time (ns, this
+            machine's clock) of the joint states stamped then (``core/clock_map.py``); None:
+            by ``now`` and ``rate`` alone.
     """
     wall_ns = time.time_ns()
 
     def log_ns(t: float) -> int:
+        if to_receipt is not None:
+            return to_receipt(t)
         return wall_ns - int((now - t) / rate * 1e9)
 
     out: list[tuple[str, object, int]] = []
@@ -189,7 +195,8 @@ class ExecutionRecording:
         written = [(goal_topic(a.name), FollowJointTrajectory.Goal) for a in arms]
         self.bag = BagRecorder(path, context, topics, written, {
             "plan": plan_text(plan) if text is None else text,
-            "config": config_text(config), **(artifacts or {})})
+            "config": config_text(config), **(artifacts or {})},
+            stamped=[t for t, cls in topics if cls is JointState])
         # before any goal: the first feedback and joint states after this are recorded
         unmatched = self.bag.wait_matched()
         if unmatched:
@@ -217,7 +224,8 @@ class ExecutionRecording:
 
     def _write_run(self, report: ExecutionReport, runs: Mapping, now: float,
                    failed_at: Optional[float], rate: float = 1.0) -> None:
-        for topic, msg, log_ns in run_messages(report, runs, now, failed_at, rate):
+        to_receipt = self.bag.clock_map.mapper(now, time.time_ns(), rate)
+        for topic, msg, log_ns in run_messages(report, runs, now, failed_at, rate, to_receipt):
             self.bag.write(topic, msg, log_ns)
 
     def abandon(self) -> None:

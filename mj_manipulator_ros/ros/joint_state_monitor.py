@@ -81,11 +81,11 @@ class JointStateMonitor:
         self.listener: Optional[Callable[[Sequence[str], Sequence[float], float, float,
                                           Sequence[float]], None]] = None
         #: called with (topic, the message's bytes as DDS delivered them, receipt time in ns
-        #: of this machine's clock) for every message, before it is read (the black box's
-        #: ring); must be quick. The subscriptions take the bytes and deserialize them here: one
+        #: of this machine's clock, its header's stamp in s) for every message, before it is
+        #: read (the black box's ring); must be quick. The subscriptions take the bytes and deserialize them here: one
         #: subscription per topic serves both (another on the same node would cost every spin
         #: of its executor, 500 times a second on a simulator's joint states)
-        self.raw_sink: Optional[Callable[[str, bytes, int], None]] = None
+        self.raw_sink: Optional[Callable[[str, bytes, int, float], None]] = None
         self._subs = [node.create_subscription(
             JointState, topic, _taking_info(self._raw(topic, self._on_msg
                                                       if not _renames(names.get(topic)) else
@@ -96,10 +96,12 @@ class JointStateMonitor:
 
     def _raw(self, topic: str, handler: Callable) -> Callable:
         def on_bytes(data: bytes, info: Optional[Mapping] = None) -> None:
+            t_ns = time.time_ns()
+            msg = deserialize_message(data, JointState)
             sink = self.raw_sink
             if sink is not None:
-                sink(topic, data, time.time_ns())
-            handler(deserialize_message(data, JointState), info)
+                sink(topic, data, t_ns, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+            handler(msg, info)
         return on_bytes
 
     def _on_renamed(self, model_names: Mapping[str, str], msg: JointState,
