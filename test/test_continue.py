@@ -20,7 +20,7 @@ from sensor_msgs.msg import JointState
 from mj_manipulator_ros.check.preflight import scene_checker
 from mj_manipulator_ros.check.timeline import load_recording, timeline_from_recording
 from mj_manipulator_ros.core.approach import approach_plan
-from mj_manipulator_ros.core.continuation import OffPlanError
+from mj_manipulator_ros.core.continuation import OffPlanError, report_hints
 from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.report import ExecutionStatus, FailureReason
@@ -189,8 +189,13 @@ def test_an_arm_moved_after_the_stop_is_refused_by_name_then_brought_back(
     plan = swing_plan()
     with MultiArmExecutor(cfg.executor, context=ros.context) as executor:
         thread = at_plan_time(executor, 0.8, lambda: executor.stop("operator (test)"))
-        assert executor.execute(plan).status is ExecutionStatus.STOPPED
+        stopped = executor.execute(plan)
+        assert stopped.status is ExecutionStatus.STOPPED, stopped.summary()
         thread.join(25.0)
+        # the swing passes each pose twice (out and back): where the arms stopped, from the
+        # stop's report, as the operator says it (--continue-near) after another client moved
+        # an arm (the executor's latest run is then that move, not this plan)
+        hints = report_hints(stopped, plan)
         here = executor.start_check.measured(["left"])["left"]
         moved = executor.execute(approach_plan(cfg.executor, {"left": here},
                                                {"left": here + np.array([0.2, 0.0])}))
@@ -198,12 +203,12 @@ def test_an_arm_moved_after_the_stop_is_refused_by_name_then_brought_back(
         goals = {a: len(node.arms[a].tickets) for a in ("left", "right")}
         before = executor.start_check.measured(["left", "right"])
         with pytest.raises(OffPlanError, match=r"arm 'left', joint 'left_j1'.*off its plan"):
-            executor.continue_plan(plan)
+            executor.continue_plan(plan, hints=hints)
         time.sleep(0.3)
         after = executor.start_check.measured(["left", "right"])
         assert {a: len(node.arms[a].tickets) for a in ("left", "right")} == goals
         assert max(float(np.max(np.abs(after[a] - before[a]))) for a in after) < 1e-3
-        cont = executor.continue_plan(plan, approach=True)
+        cont = executor.continue_plan(plan, approach=True, hints=hints)
         assert cont.succeeded, cont.summary()
         assert cont.off_plan == ("left",) and cont.approach is not None
         assert at_plan_end(executor, plan) < 0.01

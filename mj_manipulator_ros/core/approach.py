@@ -10,11 +10,32 @@ import numpy as np
 from mj_manipulator_ros.core.config import ExecutorConfig, limit_or_inf
 from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
+from mj_manipulator_ros.core.tolerances import GoalTolerances, JointTolerance, joint_row
 
 #: waypoint spacing of an approach move, s
 STEP_S = 0.02
 #: a quintic rest-to-rest move peaks at this many times its mean speed
 QUINTIC_PEAK = 1.875
+#: the approach's goals ask each joint to end within this share of its start tolerance: the
+#: plan's start check, a moment later, sees it there with margin for the reading's noise
+GOAL_SHARE = 0.5
+
+
+def approach_tolerances(config: ExecutorConfig, arms) -> dict[str, GoalTolerances]:
+    """Per arm of ``arms``, what its approach goal asks the controller for: each joint with a
+    start tolerance within :data:`GOAL_SHARE` of it at the end, within
+    ``execution.approach_settle_s`` after the move's end (a joint without one: the controller's
+    default)."""
+    s = config.execution
+    out = {}
+    for arm in arms:
+        cfg = config.arm(arm)
+        tol = joint_row(cfg.start_tolerance, s.start_tolerance_rad, cfg.joint_names)
+        out[arm] = GoalTolerances(
+            goal=tuple(JointTolerance(j, GOAL_SHARE * float(t))
+                       for j, t in zip(cfg.joint_names, tol) if t > 0),
+            goal_time=s.approach_settle_s)
+    return out
 
 
 def approach_plan(config: ExecutorConfig, starts: Mapping[str, np.ndarray],

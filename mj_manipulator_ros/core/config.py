@@ -191,6 +191,13 @@ class ExecutionSettings:
     approach_speed_fraction: float = field(default=0.25, metadata={
         "doc": "`execute --approach`: the move to the plan's start runs at this fraction of "
                "the velocity limits", "min": 0.01, "max": 1.0})
+    approach_settle_s: float = field(default=1.0, metadata={
+        "doc": "`execute --approach`: the move's goals ask each joint to end within half its "
+               "start tolerance this long after the move's end (the goal's "
+               "goal_time_tolerance); a joint not there fails the approach by name and the "
+               "plan is not run (a controller's default goal tolerance, often wider than the "
+               "start tolerance, let an arm still settling pass and the plan be refused)",
+        "min": 0.01})
     stop_skew_s: float = field(default=0.25, metadata={
         "doc": "the pre-flight check certifies every pair of arms at plan times up to this far "
                "apart (the band replay) at least: the widest stop-time difference between arms "

@@ -38,7 +38,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from mj_manipulator_ros.core.approach import approach_plan
+from mj_manipulator_ros.core.approach import approach_plan, approach_tolerances
 from mj_manipulator_ros.core.config import ExecutorConfig
 from mj_manipulator_ros.core.continuation import ContinuationReport
 from mj_manipulator_ros.core.errors import (
@@ -557,7 +557,8 @@ class MultiArmExecutor:
                              self.config.execution.approach_speed_fraction)
         move = self.check(move)  # validated and replay-checked like any plan
         self.check_start(move, stop)
-        report = self._execute(move, scope, {})
+        # it ends where the plan's start check will pass, or fails by name
+        report = self._execute(move, scope, approach_tolerances(self.config, move.arm_names))
         self.last_approach_report = report
         return None if report.succeeded else report
 

@@ -21,7 +21,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from mj_manipulator_ros.core.approach import approach_plan
+from mj_manipulator_ros.core.approach import approach_plan, approach_tolerances
 from mj_manipulator_ros.core.continuation import (
     ContinuationReport, OffPlanError, common_time, locate, remainder, report_hints, retrace)
 from mj_manipulator_ros.core.errors import StartStateError
@@ -92,14 +92,17 @@ def continue_plan(executor, plan: MultiArmPlan, approach: bool = False,
         measured = executor.start_check.measured(list(off))
         targets = {a: _reordered(executor, plan, a, sample(plan[a], [found[a]])[0][0])
                    for a in off}
-        moved = executor.execute(approach_plan(executor.config, measured, targets))
+        # each move ends where the next one's start check passes, or fails by name
+        moved = executor.execute(approach_plan(executor.config, measured, targets),
+                                 tolerances=approach_tolerances(executor.config, targets))
         result["approach"] = moved
         if not moved.succeeded:
             return ContinuationReport(**result)
     bounds = config_bounds(plan, executor.config)
     back = retrace(plan, found, result["common_time"], bounds)
     if back is not None:
-        report = executor.execute(back)
+        report = executor.execute(back, tolerances=approach_tolerances(executor.config,
+                                                                       back.arm_names))
         result["retrace"] = report
         if not report.succeeded:
             return ContinuationReport(**result)
