@@ -338,12 +338,15 @@ class PlanSpeed:
         lead or more left and no change sent yet, starts at the plan's start (a hold there:
         ``core/time_scaling.plan_ramp``). The stamp leaves the controllers time to pick the goals up
         (start lead) only if computing took little of it: past half the lead, computed again
-        from a fresh stamp (at most PREPARE_TRIES times; then sent anyway: a controller that
-        takes a goal after its ramp began joins it there, continuous in position)."""
+        from a fresh stamp one lead plus twice the last computing's time ahead (a machine
+        that slow computes as slowly again; at most PREPARE_TRIES times; then sent anyway: a
+        controller that takes a goal after its ramp began joins it there, continuous in
+        position)."""
         plan, _runs, clock, _scope = self._running
         half_lead = int(self.config.execution.start_lead_s * 0.5e9)
+        extra_s = 0.0
         for _ in range(PREPARE_TRIES):
-            now_ns, lag_s, stamp = self._ramp_stamp()
+            now_ns, lag_s, stamp = self._ramp_stamp(extra_s)
             start = self._start_ns
             if f1 == 0.0 and self._stamp == self._start_s and start < stamp.nanoseconds and \
                     now_ns - int(round(lag_s * 1e9)) <= start - half_lead:
@@ -355,20 +358,23 @@ class PlanSpeed:
             if s0 >= plan.duration - 1e-9:
                 return now_ns, stamp, s0, None
             ramp = self._plan(plan, s0, clock.rate(stamp.seconds), f1, now_ns, lag_s, stamp)
-            if self._now_ns() - int(round(lag_s * 1e9)) <= stamp.nanoseconds - half_lead:
+            done_ns = self._now_ns()
+            if done_ns - int(round(lag_s * 1e9)) <= stamp.nanoseconds - half_lead:
                 break
+            extra_s = 2.0 * max(0.0, (done_ns - now_ns) * 1e-9)
         return now_ns, stamp, s0, ramp
 
-    def _ramp_stamp(self) -> tuple[int, float, StartStamp]:
+    def _ramp_stamp(self, extra_s: float = 0.0) -> tuple[int, float, StartStamp]:
         """Now (ns), the controllers' clock lag (s) and where a change asked now starts: one
         start lead after the controllers' own now. On the executor's now, a controller whose
         clock lags would run the plan on for the lag as well before the ramp (a starved
         in-process simulator 354 ms behind: its arm came to rest 0.90 s of plan time past its
         peer's abort, the pre-flight gate's band being 0.90 s; CI saw 1.10 s). The controllers
-        still get the whole lead, on their clock, to take the goals."""
+        still get the whole lead, on their clock, to take the goals. ``extra_s``: more lead
+        (s) after a computing that took most of it."""
         now_ns, lag_s = self._now_ns(), float(self._clock_lag_s())
         return now_ns, lag_s, StartStamp.after(now_ns - int(round(lag_s * 1e9)),
-                                               self.config.execution.start_lead_s)
+                                               self.config.execution.start_lead_s + extra_s)
 
     def _plan(self, plan: MultiArmPlan, s0: float, f0: float, f1: float, now_ns: int,
               lag_s: float, stamp: StartStamp) -> Ramp:
