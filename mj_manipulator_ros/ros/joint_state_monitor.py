@@ -13,6 +13,11 @@ The receipt time of the estimate is the middleware's (DDS's reception timestamp,
 hands it over: ``MessageInfo``, Kilted on) whenever it is on this process's clock: a process
 that handles its messages late (a loaded machine, a 500 Hz topic being recorded) reads them
 late, and its own receipt time would count that backlog as the controller's clock offset.
+On sim time the middleware's receipt (system clock) is on another clock than this process's;
+a message this process read more than ``READ_LATE_S`` after the middleware received it is then
+no offset sample (its receipt time here, the latest ``/clock``, would count the backlog: a
+loaded suite read backlogs of 42-250 ms as "the controller's clock behind"). Under a backlog
+that never clears (each message read late) there is no estimate, and the shortfall says why.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ def _taking_info(handler: Callable) -> Callable:
 #: a DDS reception time further than this (s) from this process's clock is on another clock
 #: (this process on sim time): the receipt time is then this process's own
 SAME_CLOCK_S = 5.0
+#: on sim time, a message read more than this (s, system clock) after the middleware received
+#: it is no offset sample (this process's clock reads now, the message arrived a backlog ago)
+READ_LATE_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -113,8 +121,10 @@ class JointStateMonitor:
         received = self._now()
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         # the offset sample's receipt time: the middleware's where it is on this clock
-        wire = (info or {}).get("received_timestamp") or 0
-        wire = wire * 1e-9 if abs(wire * 1e-9 - received) < SAME_CLOCK_S else received
+        wire_sys = ((info or {}).get("received_timestamp") or 0) * 1e-9
+        wire = wire_sys if abs(wire_sys - received) < SAME_CLOCK_S else received
+        # how late this process reads it (s, system clock; 0: not known or not needed)
+        late = max(0.0, time.time() - wire_sys) if wire_sys and wire is received else 0.0
         with self._cond:
             for k, name in enumerate(msg.name):
                 if k < len(msg.position):
@@ -124,7 +134,7 @@ class JointStateMonitor:
                     # read as the controller's clock being ahead by its whole stamp, and stay
                     # in the window for the first window_s of sim time).
                     if received > 0:
-                        self._diffs[name].append((received, wire - stamp))
+                        self._diffs[name].append((received, wire - stamp, late))
             self._cond.notify_all()
         listener = self.listener
         if listener is not None:
@@ -154,6 +164,23 @@ class JointStateMonitor:
                 self._cond.wait(min(remaining, 0.05))
             return {j: self._latest[j] for j in joints}
 
+    def wait_stamped(self, joints: Sequence[str], since: float, timeout: float,
+                     stop: Callable[[], bool] = lambda: False
+                     ) -> Optional[dict[str, JointReading]]:
+        """Wait (wall clock, bounded) until every joint's latest reading is stamped at
+        ``since`` or later (s, the controllers' clock): measured after that moment, not read
+        late from a backlog. None on timeout or stop."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                latest = {j: self._latest.get(j) for j in joints}
+                if all(r is not None and r.stamp >= since for r in latest.values()):
+                    return latest
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or stop():
+                    return None
+                self._cond.wait(min(remaining, 0.05))
+
     def clock_offset(self, joints: Sequence[str], min_samples: int = 10,
                      min_span_s: float = 0.25) -> Optional[float]:
         """Estimated offset (s) of the clock that stamps these joints' messages against this
@@ -163,8 +190,8 @@ class JointStateMonitor:
         burst, which alone would read as an offset)."""
         now = self._now()
         with self._cond:
-            rows = [(r, d) for j in joints for (r, d) in self._diffs.get(j, ())
-                    if now - r <= self._window_s]
+            rows = [(r, d) for j in joints for (r, d, late) in self._diffs.get(j, ())
+                    if now - r <= self._window_s and late <= READ_LATE_S]
         received = sorted({r for r, _ in rows})   # messages, not joint rows
         if len(received) < min_samples:
             return None
@@ -182,9 +209,12 @@ class JointStateMonitor:
             return "this process's clock reads 0: no /clock message yet (use_sim_time)"
         with self._cond:
             never = [j for j in joints if j not in self._latest]
-            rows = [r for j in joints for (r, _) in self._diffs.get(j, ()) if now - r <= self._window_s]
+            rows = [r for j in joints for (r, _, late) in self._diffs.get(j, ())
+                    if now - r <= self._window_s and late <= READ_LATE_S]
+            read_late = [late for j in joints for (r, _, late) in self._diffs.get(j, ())
+                         if now - r <= self._window_s and late > READ_LATE_S]
             # every message of the window received at one clock reading: the clock stood
-            held = [r - d for (r, d) in self._diffs.get(joints[0], ()) if r == now] \
+            held = [r - d for (r, d, _) in self._diffs.get(joints[0], ()) if r == now] \
                 if joints and len(set(rows)) == 1 else []
         if never:
             return f"no joint state ever received for {never}"
@@ -195,14 +225,17 @@ class JointStateMonitor:
                     "process stopped handling it)")
         received = sorted(set(rows))
         span = received[-1] - received[0] if received else 0.0
+        late = (f"; {len(read_late)} more read over {READ_LATE_S * 1e3:.0f} ms after they "
+                f"arrived (up to {max(read_late) * 1e3:.0f} ms: a backlog in this process, which "
+                "would read as the controller's clock being behind)") if read_late else ""
         return (f"{len(received)} joint-state message(s) in the last {self._window_s:g} s "
-                f"spanning {span:.3f} s (need {min_samples} spanning {min_span_s:g} s)")
+                f"spanning {span:.3f} s (need {min_samples} spanning {min_span_s:g} s){late}")
 
     def rate(self, joints: Sequence[str]) -> float:
         """Messages per second carrying any of ``joints``, over the last ``window_s``."""
         now = self._now()
         with self._cond:
-            times = {r for j in joints for (r, _) in self._diffs.get(j, ())
+            times = {r for j in joints for (r, _, _) in self._diffs.get(j, ())
                      if now - r <= self._window_s}
         return len(times) / self._window_s
 

@@ -69,9 +69,14 @@ class StartCheck:
         return out
 
     def _read(self, arm: str, joints: Sequence[str], stop: Callable[[], bool]) -> np.ndarray:
-        """The arm's ``joints`` as measured, shape (len(joints),), fresh and finite."""
+        """The arm's ``joints`` as measured, shape (len(joints),), fresh and finite; where the
+        controllers' clock is checked (``max_clock_offset_s`` > 0), stamped after this call
+        less that offset: a reading received late (a backlog on a loaded machine; its receipt
+        time looks fresh) said where the arm was before, e.g. mid-way through the approach
+        that had just succeeded."""
         s = self.config.execution
         cfg = self.config.arm(arm)
+        asked = self.monitor.now()
         readings = self.monitor.wait_for(joints, s.server_wait_s, stop)
         if readings is None:
             if stop():
@@ -81,6 +86,22 @@ class StartCheck:
                 f"no joint state for every joint of the arm on {cfg.joint_states_topic} "
                 f"within {s.server_wait_s} s; expected {list(joints)}, none for {missing}",
                 arm=arm, joint=missing[0] if missing else None)
+        if s.max_clock_offset_s > 0 and asked > 0:
+            since = asked - s.max_clock_offset_s
+            fresh = self.monitor.wait_stamped(joints, since, s.joint_state_max_age_s, stop)
+            if fresh is None:
+                if stop():
+                    raise StartStateError("stopped while waiting for joint states", arm=arm)
+                late = self.monitor.readings(joints) or readings
+                j, r = min(late.items(), key=lambda x: x[1].stamp)
+                raise StartStateError(
+                    f"no joint state stamped after {since:.3f} s (this check's start less "
+                    f"max_clock_offset_s) within joint_state_max_age_s = "
+                    f"{s.joint_state_max_age_s} s: the latest is stamped {r.stamp:.3f} s "
+                    f"({(since - r.stamp) * 1e3:.1f} ms before); the states read are a backlog "
+                    "of old ones, or its controller's clock is behind", arm=arm, joint=j,
+                    value=r.stamp)
+            readings = fresh
         now = self.monitor.now()
         stale = {j: now - r.received for j, r in readings.items()
                  if now - r.received > s.joint_state_max_age_s}
