@@ -112,7 +112,7 @@ class ActionBench(Bench):
         out = []
         for seed in seeds:
             out.append(run_combined(self, seed))
-            self._home()
+            self.home_after(out[-1])
         return out
 
     def call(self, name: str) -> tuple[object, str]:

@@ -256,6 +256,11 @@ def problems(seq: Sequence, out: dict, threads, sim) -> list[str]:
             found.append(f"abort at {req.at:.3f} returned True; first failure {failure}")
     if seq.max_standing_speed > STANDING_SPEED:
         found.append(f"a paused arm moved at {seq.max_standing_speed:.4f} rad/s")
+    for arm, server in sim.arms.items():   # every goal it was given has ended
+        running_goals = [k for k, t in enumerate(server.tickets) if not t.done.is_set()]
+        if running_goals:
+            found.append(f"{arm}: its controller still runs goal(s) {running_goals} of "
+                         f"{len(server.tickets)} after execute returned")
     snap = sim.shared.snapshot()
     for arm, r in report.arms.items():
         if r.status is ArmStatus.STOPPED:
@@ -292,8 +297,18 @@ class Bench:
         out = []
         for seed in seeds:
             out.append(run_one(self.executor, self.sim, seed))
-            self._home()
+            self.home_after(out[-1])
         return out
+
+    def home_after(self, seq: Sequence) -> None:
+        """:meth:`_home` after ``seq``; when it cannot, what ``seq`` left is said."""
+        try:
+            self._home()
+        except MjManipulatorError as exc:
+            raise RuntimeError(
+                f"could not bring the arms home after seed {seq.seed} ({exc}); its problems: "
+                f"{seq.problems}; its requests: {[dataclasses.asdict(r) for r in seq.requests]}"
+                f"; its report: {seq.report.summary() if seq.report else None}") from exc
 
     def _home(self) -> None:
         """Back to the swing's start (0) after a sequence that ended elsewhere: the approach
