@@ -299,11 +299,15 @@ class CombinedTrajectoryServer:
                 self.last_report = done.rest or done.retrace or done.approach
                 end = done.rest or done.retrace or done.approach
                 response.success = done.succeeded
+                part = next((n for n in ("rest", "retrace", "approach")
+                             if getattr(done, n) is end), "")
+                why = "" if end is None or end.first_failure is None else \
+                    f" ({end.first_failure.reason.value}: {end.first_failure.error_string})"
                 response.message = (
                     f"continue: {'succeeded' if done.succeeded else 'did not complete'}; "
                     + done.summary().splitlines()[0]
                     + ("" if end is None or done.succeeded else
-                       f"; {end.summary().splitlines()[0]}"))
+                       f"; {part}: {end.summary().splitlines()[0]}{why}"))
         except MjManipulatorError as exc:
             response.success, response.message = False, f"continue refused: {exc}"
         except Exception as exc:  # noqa: BLE001 - never out of a callback
