@@ -115,7 +115,7 @@ class ExecutionSettings:
 
     start_lead_s: float = field(default=0.25, metadata={
         "doc": "start stamp = now + lead, on the controllers' clock; the lead is the measured "
-               "need (core/start_lead.py: 2 x the slowest arm's probe round trip plus its goals' "
+               "need (core/start_lead.py: 3 x the slowest arm's probe round trip plus its goals' "
                "cost beyond one, never less than its recent goals took), at most this; this when "
                "nothing is measured yet (an arm's "
                "first goal in the process) or no probe answered", "min": 0.0,
