@@ -631,6 +631,9 @@ class ArmRun:
             return None   # canceled while it was in flight: run() cancels it
         self.duration_s = trajectory.duration
         self.goal_kind = kind
+        # a goal runs (a resume's, after the pause's ending): said before the phase is
+        # (another thread that sees RUNNING reads a report that says the arm may move)
+        self._goal_running = True
         self._enter(ArmPhase.RUNNING, f"the {kind} goal was accepted")
         self.retimes += 1
         read = self.now()
