@@ -70,6 +70,23 @@ def test_a_change_of_pace_keeps_the_clock_continuous() -> None:
     assert clock.lag(11.2) == pytest.approx(0.3)             # behind at the new pace
 
 
+def test_on_sim_time_a_change_of_pace_drops_the_old_paces_deficit() -> None:
+    """On sim time, physics 0.3 s (wall) behind at 2x when the pace changes to 1x: the lag
+    at the new pace starts at 0, so physics is not run flat out to catch up a deficit of
+    the old pace (regression: HIL stage 3's runs at real time, each after a run at 2x that
+    fell behind on a loaded machine, read paces of 1.10-1.18)."""
+    wall = FakeWall()
+    clock = SimClock(2.0, use_sim_time=True, wall=wall)
+    clock.anchor(10.0)
+    wall.t += 0.8                      # 1 s of physics took 0.8 s: 0.3 s behind at 2x
+    assert clock.lag(11.0) == pytest.approx(0.3)
+    clock.set_rate(1.0, 11.0)
+    assert clock(11.0) == 11.0 and clock.lag(11.0) == pytest.approx(0.0)
+    wall.t += 0.5
+    assert clock.lag(11.5) == pytest.approx(0.0)             # on time at 1x
+    assert clock.lag(11.2) == pytest.approx(0.3)             # behind at the new pace
+
+
 def test_the_physics_thread_takes_a_new_pace_and_refuses_a_bad_one(tmp_path) -> None:
     """``SharedModel.set_real_time_factor`` on a running simulator (tiny pair, sim time): taken
     by the physics thread, after which physics runs at that pace (sim time per wall time over

@@ -290,8 +290,8 @@ class SharedModel:
 
     def set_real_time_factor(self, factor: float, timeout: float = 2.0) -> None:
         """Pace physics at ``factor`` simulated seconds per wall second from the next control
-        cycle on (``SimClock.set_rate``: the clock goes on from where it is, no jump, no
-        catch-up; only its pace changes). Waits
+        cycle on (``SimClock.set_rate``: the clock goes on from where it is, no jump; on sim
+        time a deficit of the old pace is dropped, not caught up at the new one). Waits
         (wall time, at most ``timeout`` s) until the running physics thread has taken it.
 
         Raises:

@@ -42,9 +42,16 @@ class SimClock:
         return 0.0 if before is None else self._wall0 - before
 
     def set_rate(self, real_time_factor: float, sim_time: float) -> None:
-        """From physics time ``sim_time`` on, run at ``real_time_factor`` (> 0): the clock is
-        continuous there (its reading at ``sim_time`` does not change), and the lag with it."""
-        if self._wall0 is not None and self.real_time_factor > 0:
+        """From physics time ``sim_time`` on, run at ``real_time_factor`` (> 0). On the system
+        clock the clock is continuous there (its reading at ``sim_time`` does not change: no
+        stamp jumps), and the lag with it. On sim time the pacing restarts at ``sim_time``
+        (lag 0): a deficit built up at the old pace is not caught up at the new one (physics
+        would run flat out, faster than asked, in the first moments at the new pace; a
+        latency measured there at real time would be multiplied), and physics time, the
+        clock, skips nothing."""
+        if self.use_sim_time:
+            self._wall0, self._sim0 = self._wall(), sim_time
+        elif self._wall0 is not None and self.real_time_factor > 0:
             here = self._wall0 + (sim_time - self._sim0) / self.real_time_factor
             self._wall0, self._sim0 = here, sim_time
         self.real_time_factor = real_time_factor
