@@ -129,3 +129,33 @@ def test_a_pause_while_the_stamp_is_made_is_a_pause_along_the_plan_never_held(
     assert report.status is ExecutionStatus.SUCCEEDED, report.summary()
     assert [r.kind for r in report.stops] == ["pause"], report.summary()
     assert len(node.arms["left"].tickets) >= 1 and len(node.arms["right"].tickets) >= 1
+
+
+def test_a_pause_after_the_motion_ended_is_refused_never_held(tiny_sim, ros, tmp_path,
+                                                               monkeypatch) -> None:
+    """A pause asked after the plan's motion ended, while the report is being made (forced:
+    asked as the run makes its report, its motion idle again): refused as nothing running,
+    never answered "held before the start" (regression: it returned True and no pause was
+    ever made; the random operator sequences found it, seed 4: a pause at plan time 1.752 of
+    a 1.5 s plan)."""
+    tiny_sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True}).executor
+    seen: dict = {}
+    make_report = ExecutionRun._report
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        def pause_then_report(run):
+            seen["paused"] = executor.pause("operator pause")
+            seen["answer"] = executor.last_answer()
+            seen["held"] = executor.held_before_start
+            return make_report(run)
+        monkeypatch.setattr(ExecutionRun, "_report", pause_then_report)
+        report = executor.execute(plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}))
+        monkeypatch.undo()
+        assert report.status is ExecutionStatus.SUCCEEDED, report.summary()
+        assert seen["paused"] is False and seen["held"] is False, seen
+        assert seen["answer"].refusal.value == "nothing_running", seen["answer"]
+        assert "ended" in seen["answer"].why, seen["answer"]
+        # and the next execution is not held by it
+        again = executor.execute(plan_from({"left": [0.0, 0.0], "right": [0.0, 0.0]}))
+    assert again.status is ExecutionStatus.SUCCEEDED, again.summary()
+    assert not report.stops, report.summary()

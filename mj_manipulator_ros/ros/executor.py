@@ -69,6 +69,9 @@ DISCOVERY_WATCH_S = 0.1
 #: the bound on joining the thread that makes a plan's goal points beside the gate, s (a
 #: 1,401-point arm takes about 10 ms)
 POINTS_JOIN_S = 10.0
+#: the execution's phases once its stamp was made: a pause there with the motion idle comes
+#: after the motion ended, never before its start
+_MOTION_BEGUN = frozenset({ExecutionPhase.RUNNING, ExecutionPhase.OBSERVING, ExecutionPhase.DONE})
 
 
 class MultiArmExecutor:
@@ -674,7 +677,13 @@ class MultiArmExecutor:
             with self._scope_lock:
                 in_progress = bool(self._scopes)
             if in_progress and self.speed.state is MotionPhase.IDLE:
-                if self._held is None:
+                if self.phases.phase in _MOTION_BEGUN:
+                    # its motion ended (the report being made): nothing to pause, nothing to
+                    # hold (regression: answered "held before the start", True, and no pause
+                    # was ever made)
+                    answer = Answer.no("pause", Refusal.NOTHING_RUNNING, "the execution's "
+                                       "motion has ended (its report is being made)", self.now())
+                elif self._held is None:
                     self._held = reason   # not running yet: nothing is sent until resumed
                     answer = Answer.yes("pause", "before the start: held, nothing is sent until "
                                         "resumed (the start checks run again then)", self.now())
