@@ -23,6 +23,7 @@ from mj_manipulator_ros.ros.bag_recorder import EVENTS_TOPIC, FEEDBACK
 from mj_manipulator_ros.ros.black_box import PREFIX, Ring
 from mj_manipulator_ros.ros.executor import MultiArmExecutor
 from rcl_interfaces.msg import Log
+from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 from plan_moment import at_plan_time
 from test_execution_watch import swing_plan
@@ -69,6 +70,7 @@ def test_a_failure_leaves_a_file_no_one_asked_for(tiny_sim, ros, tmp_path) -> No
         assert executor.black_box.wait_written(15.0), "the black box's writer did not end"
         assert executor.black_box.last_error is None, executor.black_box.last_error
         first = Path(report.black_box_path)
+        box_rest = executor.black_box.last_rest
         bag = read_bag(first)
         second = executor.execute(swing_plan(), approach=True)
         assert executor.black_box.wait_written(15.0)
@@ -93,10 +95,11 @@ def test_a_failure_leaves_a_file_no_one_asked_for(tiny_sim, ros, tmp_path) -> No
     times = np.array([t for t, _ in states]) * 1e-9
     gap = float(np.max(np.diff(times)))   # the first kept is within the stream's gap there
     assert times[0] <= failure[0] * 1e-9 - WINDOW_S + gap, (times[0], failure[0] * 1e-9, gap)
-    assert times[-1] >= max(results) * 1e-9
+    assert times[-1] >= max(results) * 1e-9, (times[-1], max(results) * 1e-9, box_rest)
     last = [t for t, _ in states if t >= states[-1][0] - 0.1e9]
     end = np.array([m.position for t, m in states if t in set(last)])
-    assert np.abs(end - end[-1]).max() <= 1e-4, "the file ends before the arms are at rest"
+    assert np.abs(end - end[-1]).max() <= 1e-4, f"the file ends before the arms are at rest " \
+        f"({box_rest})"
     assert any(m.function == "black_box" and m.msg.startswith("every arm at rest")
                for _, m in events), [m.msg for _, m in events if m.function == "black_box"]
     # goals as sent and the feedback of both arms
@@ -310,6 +313,17 @@ def test_the_file_waits_while_an_execution_is_in_motion(ros, tmp_path) -> None:
 READING_DELAY_S = 0.004
 
 
+def slow_readings(executor: MultiArmExecutor) -> None:
+    """Every joint state's reading in the executor's process held READING_DELAY_S: a backlog
+    of unread messages builds up, as on a loaded machine."""
+    keep = executor.monitor.raw_sink
+
+    def slow_reading(*message) -> None:
+        keep(*message)
+        time.sleep(READING_DELAY_S)
+    executor.monitor.raw_sink = slow_reading
+
+
 @pytest.mark.parametrize("backlog", [False, True], ids=["idle", "reading_backlog"])
 def test_events_are_placed_on_this_machines_clock_when_sim_time_runs_faster(
         ros, tmp_path, backlog) -> None:
@@ -331,12 +345,7 @@ def test_events_are_placed_on_this_machines_clock_when_sim_time_runs_faster(
         with MultiArmExecutor(config, context=ros.context) as executor:
             wait_full(executor)
             if backlog:
-                keep = executor.monitor.raw_sink
-
-                def slow_reading(*message) -> None:
-                    keep(*message)
-                    time.sleep(READING_DELAY_S)
-                executor.monitor.raw_sink = slow_reading
+                slow_readings(executor)
             thread = at_plan_time(executor, 0.6, lambda: executor.stop("operator (test)"))
             report = executor.execute(swing_plan())
             thread.join(25.0)
@@ -356,3 +365,56 @@ def test_events_are_placed_on_this_machines_clock_when_sim_time_runs_faster(
         assert abs(placed - received) < 0.05, (placed - received, requested, stamps[k])
     finally:
         node.close()
+
+
+def test_the_window_reaches_back_from_the_failure_where_the_file_places_it(ros, tmp_path
+                                                                           ) -> None:
+    """The controllers' clock read 50 ms stale when the failure was recorded (a /clock
+    reading starved on a loaded machine): the failure lands in the file where the joint states
+    stamped at its evidence were received, 50 ms before this machine's clock says it was
+    recorded; the window still reaches ``black_box_s`` back from where it lands (regression:
+    it reached back from this machine's clock only, 50 ms short before the file's failure
+    event; CI 2026-12-07)."""
+    import rclpy
+
+    from mj_manipulator_ros.core.report import ExecutionReport
+    from mj_manipulator_ros.core.sync import Failure
+    from mj_manipulator_ros.ros.bag_types import BagTypes
+    from mj_manipulator_ros.ros.black_box import BlackBox
+
+    def exact(cls, msg) -> bytes:   # the bytes a subscription hands over (no padding)
+        return BagTypes.shared().exact_cdr("sensor_msgs/msg/JointState", serialize_message(msg))
+
+    config = tiny_config(tmp_path, execution={"black_box_s": WINDOW_S, "black_box_after_s": 0.0,
+                                              "black_box_dir": str(tmp_path / "box")}).executor
+    node = rclpy.create_node("black_box_window", context=ros.context)
+    box = BlackBox(node, config, lambda joints: None)
+    try:
+        # 3 s of joint states at 250 Hz, stamped s0 + k / 250, each received 1 ms after its stamp
+        period, stale = 0.004, 0.05
+        s0 = 100.0
+        data = []
+        for k in range(750):
+            msg = JointState(name=["left_j1"], position=[0.0])
+            stamp = s0 + k * period
+            msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp), int(stamp % 1 * 1e9)
+            data.append((stamp, exact(JointState, msg)))
+        wall0 = time.time_ns() - 3 * 10**9
+        box.ring.pin(wall0)               # an execution's hold, from before its start
+        for k, (stamp, raw) in enumerate(data):
+            box.keep("/joint_states", raw, wall0 + int((k * period + 0.001) * 1e9), stamp)
+        evidence = s0 + 2.5               # stamped 0.5 s ago
+        now = s0 + 3.0 - stale            # the controllers' clock as read, 50 ms stale
+        failure = Failure("left", FailureReason.ABORTED, evidence_at=evidence)
+        report = ExecutionReport(ExecutionStatus.FAILED, None, failure)
+        path = box.dump(report, swing_plan(), {}, now, now - evidence, held=wall0)
+        assert box.wait_written(10.0) and box.last_error is None, box.last_error
+    finally:
+        box.close()
+        node.destroy_node()
+    bag = read_bag(path)
+    events = [(t, m) for (_, t, _), m in zip(bag.on(EVENTS_TOPIC), bag.decoded(EVENTS_TOPIC, Log))]
+    placed = [t for t, m in events if m.function == "failure"][0] * 1e-9
+    times = np.array([t for t, _ in _joint_states(bag)]) * 1e-9
+    assert abs(placed - (wall0 * 1e-9 + 2.501)) < 0.002, "placed at its evidence's receipt"
+    assert times[0] <= placed - WINDOW_S + period, (times[0] - (placed - WINDOW_S))

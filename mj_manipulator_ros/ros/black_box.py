@@ -291,16 +291,24 @@ class BlackBox:
                 joint states' stamps, :class:`ClockMap`).
         """
         self.wait_written(self._join_s())   # one file at a time, in order
-        failed_ns = time.time_ns() - int(failed_ago_s * 1e9)
-        start_ns = failed_ns - self.ring.window_ns
+        wall_ns = time.time_ns()
+        failed_ns = wall_ns - int(failed_ago_s * 1e9)
+        to_receipt = self.clock_map.mapper(now, wall_ns, rate)
+        # the window reaches black_box_s before the failure by this machine's clock and
+        # before where its events land in the file (placed through the joint states' stamps:
+        # a stale reading of the controllers' clock places them earlier; regression: the
+        # file's window read 20-30 ms short of its failure event on a loaded machine)
+        moments = [now - failed_ago_s * rate] + [r.requested_at for r in report.stops[:1]]
+        if report.first_failure is not None and report.first_failure.evidence_at is not None:
+            moments.append(report.first_failure.evidence_at)
+        start_ns = min([failed_ns, *(to_receipt(t) for t in moments)]) - self.ring.window_ns
         self.ring.pin(start_ns)
         if held is not None:
             self.ring.unpin(held)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
         path = self.directory / f"{PREFIX}{stamp}_{report.status.value}{SUFFIX}"
         report = dataclasses.replace(report, black_box_path=str(path))
-        written = run_messages(report, runs, now, now - failed_ago_s * rate, rate,
-                               self.clock_map.mapper(now, time.time_ns(), rate))
+        written = run_messages(report, runs, now, now - failed_ago_s * rate, rate, to_receipt)
         joints = [j for a in plan.arm_names for j in self.config.arm(a).joint_names]
         artifacts = {"plan": plan_text(plan), "config": config_text(self.config)}
         with self._lock:
