@@ -38,10 +38,41 @@ def pytest_configure(config: pytest.Config) -> None:
 MAX_WORKERS = 4
 
 
+#: the blocks of domains test sessions take (100-199)
+BLOCKS = 25
+#: open lock files of the block this session holds (kept open for the session's life)
+_held_block: list = []
+
+
+def _claim_block() -> int:
+    """A block of domains no other test session on this machine holds: the first free one from
+    this PID's (an exclusive lock on a file per block, released when the process ends, however
+    it ends). Two sessions with PIDs 25 apart once shared a block: one's simulator's /clock
+    reached the other's executor ("its controller's clock is 155188 ms ahead")."""
+    import fcntl
+
+    start = os.getpid() % BLOCKS
+    for k in range(BLOCKS):
+        block = (start + k) % BLOCKS
+        f = open(os.path.join(tempfile.gettempdir(), f"mjm-test-domains-{block}.lock"), "w")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        _held_block.append(f)
+        return block
+    raise pytest.UsageError(f"every one of the {BLOCKS} blocks of test DDS domains is held by "
+                            "another test session on this machine")
+
+
 def _domain_id() -> int:
-    """This process's DDS domain: a block of MAX_WORKERS domains per test session (100-199, from
-    the session's controller PID, which the workers inherit), one per xdist worker in it."""
-    base = os.environ.setdefault("MJM_TEST_DOMAIN_BASE", str(100 + (os.getpid() % 25) * MAX_WORKERS))
+    """This process's DDS domain: a block of MAX_WORKERS domains per test session (100-199, one
+    no other session holds: :func:`_claim_block`, by the session's controller, whose workers
+    inherit it), one per xdist worker in it."""
+    if "MJM_TEST_DOMAIN_BASE" not in os.environ:
+        os.environ["MJM_TEST_DOMAIN_BASE"] = str(100 + _claim_block() * MAX_WORKERS)
+    base = os.environ["MJM_TEST_DOMAIN_BASE"]
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")   # gw<N>; absent without xdist
     index = int(worker[2:]) if worker[2:].isdigit() else 0
     if index >= MAX_WORKERS:
