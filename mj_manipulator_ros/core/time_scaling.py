@@ -32,7 +32,7 @@ from typing import Mapping
 import numpy as np
 
 from mj_manipulator_ros.core.errors import RampLimitError
-from mj_manipulator_ros.core.interpolation import sample
+from mj_manipulator_ros.core.interpolation import sample, sample_rates
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 
 #: knot spacing of a ramp's trajectory, s (quintic between knots carrying p, v, a exactly)
@@ -297,7 +297,7 @@ def peak_use(trajectories: Mapping[str, ArmTrajectory], bounds: Mapping[str, Joi
         # and each knot from both sides: a cubic's acceleration is extreme at its knots
         knots = traj.times[(traj.times >= start) & (traj.times <= end)]
         ts = np.concatenate([ts, knots - 1e-9, np.minimum(knots + 1e-9, end)])
-        _, v, a = sample(traj, ts[ts >= start])
+        v, a = sample_rates(traj, ts[ts >= start])
         for which, values, limit in (("velocity", v, b.velocity),
                                      ("acceleration", a, b.acceleration)):
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -358,7 +358,7 @@ def plan_ramp(plan: MultiArmPlan, s0: float, f0: float, f1: float,
         advanced, rate, rate_dot = scaling.at(tau)
         worst, where = 0.0, ("", "", "")
         for arm, traj in arms.items():
-            _, v, a = sample(traj, s0 + advanced)
+            v, a = sample_rates(traj, s0 + advanced)
             b = bounds[arm]
             for which, values, limit in (
                     ("velocity", v * rate[:, None], b.velocity),
