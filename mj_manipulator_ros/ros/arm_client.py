@@ -19,8 +19,11 @@ ended), and the graph is looked at then, and every DEPARTURE_RECHECK_S for a mom
 
 **Is the controller gone?** The verdict rests on evidence, never on one fixed silence:
 
-- the action server leaves the graph: ``controller_gone`` (its evidence: DDS's word that the
-  server's status writer left, where it came);
+- the action server leaves the graph (one of the action's services served by no one:
+  another server of the same name coming and going is not it, :meth:`ArmChannel.server_gone`):
+  ``controller_gone`` (its evidence: DDS's word that the server's status writer left, where it
+  came). A namesake that stays (a second driver serving the name) hides the departure from the
+  graph; the watch below and the result deadline still end the goal;
 - the result deadline passes on the controllers' clock: ``timeout``;
 - the watch arms on the goal's *first* feedback (a server that never sends feedback, as the
   action allows, is never failed for silence). Once armed, feedback silent for longer than
@@ -80,6 +83,8 @@ WALL_BACKSTOP_S = 10.0
 #: How many ready callbacks :meth:`ArmChannel.read_delivered` serves, at most (each
 #: ``spin_once(0)`` serves one; a result, a cancel answer and a few feedback messages).
 DELIVERED_SPINS = 8
+#: the services every action server serves (``<action>/_action/<service>``)
+ACTION_SERVICES = ("send_goal", "cancel_goal", "get_result")
 
 #: the start lead's probe (``core/start_lead.py``) waits at least this long (s, wall)
 PROBE_WAIT_MIN_S = 0.05
@@ -235,13 +240,31 @@ class ArmChannel:
                 self.discovered_at = time.monotonic()
             return self.discovered_at
 
-    def server_present(self) -> bool:
-        """Is the action server in the graph? Forgets the discovery time when it is not."""
+    def server_ready(self) -> bool:
+        """Is a server of the action ready for a goal (rclpy's ``server_is_ready``)? Forgets
+        the discovery time when it is not."""
         with self._discovery_lock:   # (the discovery watch writes it from another thread)
             ready = self.client.server_is_ready()
             if not ready:
                 self.discovered_at = self.settled_for = None
             return ready
+
+    def server_gone(self) -> bool:
+        """Has the action's server left the graph: is one of its three services served by no
+        one? Not being ready is not enough: ``server_is_ready`` also reads False while another
+        server of the same name is discovered or removed endpoint by endpoint (Fast DDS wants
+        as many request readers as response writers, and as many of each matched), for under
+        a millisecond to 0.6 s (measured here: a second process serving the name starting, and
+        leaving, also 20 s after it was killed, when its lease ran out), and for as long as a
+        namesake's service QoS does not match this client's. Where rclpy cannot count
+        services (Humble), not ready is taken as gone."""
+        if self.server_ready():
+            return False
+        count = getattr(self.node, "count_services", None)
+        if count is None:
+            return True
+        return min(count(f"{self.arm.action_name}/_action/{service}")
+                   for service in ACTION_SERVICES) == 0
 
     def close(self) -> None:
         self.client.destroy()
@@ -445,7 +468,7 @@ class ArmRun:
     def _run(self):
         ch, s = self.channel, self.settings
         server_ready = ch.spin_until(
-            lambda: self.scope.canceled or ch.server_present(),
+            lambda: self.scope.canceled or ch.server_ready(),
             time.monotonic() + s.server_wait_s, max_block=DISCOVERY_PERIOD_S)
         if self.scope.canceled:
             return
@@ -559,7 +582,7 @@ class ArmRun:
                            f"{'' if now >= deadline else ', wall-clock backstop'})"
                            + ("; every arm canceled instead (hold)" if what else ""))
                 return
-            if not ch.server_present():
+            if ch.server_gone():
                 self._gone("during the goal")
                 return
             verdict = watch.check(time.monotonic(), self._send_probe)
@@ -599,7 +622,7 @@ class ArmRun:
                     self._set(stop=None)
                     self._goal_running = True
                 return replaced
-            if not ch.server_present():
+            if ch.server_gone():
                 self._gone("while paused")
                 return None
 

@@ -263,7 +263,7 @@ class MultiArmExecutor:
         offsets = {}
         for arm in self.config.arms:
             joints = arm.joint_names
-            if not self.channels[arm.name].server_present() or \
+            if not self.channels[arm.name].server_ready() or \
                     len(self.monitor.received(joints)) < len(joints):
                 return None
             if self.config.execution.max_clock_offset_s > 0:
