@@ -67,6 +67,7 @@ from mj_manipulator_ros.ros.conversion import stamp_msg
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 from mj_manipulator_ros.sim.arm_server import SimArmServer
 from mj_manipulator_ros.sim.lag_warning import warn_lag_s
+from mj_manipulator_ros.sim.refused_messages import RefusedMessages
 from mj_manipulator_ros.sim.shared_model import SharedModel, Snapshot
 from mj_manipulator_ros.sim.sim_clock import SimClock
 
@@ -143,6 +144,8 @@ class SimNode:
             else:
                 logger.info(text)
         self.shared.on_event = on_event
+        #: what the middleware refused to publish: dropped and counted, physics goes on
+        self.refused = RefusedMessages(on_event)
         self._diagnostics = self.node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._diag_timer = self.node.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         if self._clock_pub is not None:   # first: a cycle's joint states are never ahead of it
@@ -203,7 +206,7 @@ class SimNode:
             msg.position = [float(x) for r in rows for x in r[0]]
             msg.velocity = [float(x) for r in rows for x in r[1]]
             msg.effort = [float(x) for r in rows for x in r[2]]
-            self._joint_pubs[topic].publish(msg)
+            self.refused.publish(self._joint_pubs[topic], msg, topic)
 
     def _dropping(self, arm: str, faults, snap: Snapshot) -> bool:
         """Is this arm's message of this cycle one of the ``joint_state_drop`` lost ones?"""
@@ -250,7 +253,8 @@ class SimNode:
             KeyValue(key="control cycles", value=str(h.cycles)),
             KeyValue(key="goals aborted for lag", value=str(h.aborts)),
             KeyValue(key="clock re-anchors", value=str(h.reanchors)),
-            KeyValue(key="physics thread", value=h.scheduling)])
+            KeyValue(key="physics thread", value=h.scheduling),
+            KeyValue(key="messages the middleware refused", value=str(self.refused.total()))])
         arms = []
         for name, server in self.arms.items():
             active = self.shared.controllers[name].active
@@ -260,14 +264,14 @@ class SimNode:
                 message="executing a goal" if active is not None else "holding"))
         msg = DiagnosticArray(status=[status, *arms])
         msg.header.stamp = self.node.get_clock().now().to_msg()
-        self._diagnostics.publish(msg)
+        self.refused.publish(self._diagnostics, msg, "/diagnostics")
 
     def _set_controller_clocks(self, snap: Snapshot) -> None:
         for name, server in self.arms.items():
             server.set_clock(self.shared.controller_time_at(snap.sim_time, name))
 
     def _publish_clock(self, snap: Snapshot) -> None:
-        self._clock_pub.publish(Clock(clock=stamp_msg(snap.sim_time)))
+        self.refused.publish(self._clock_pub, Clock(clock=stamp_msg(snap.sim_time)), "/clock")
 
     def set_faults(self, arm: str, **changes) -> None:
         """Change an arm's injected faults at run time (fields of ArmFaults; those applied when
@@ -363,6 +367,8 @@ def run_sim(config_path: str | None, argv: list[str] | None = None,
                 signal.signal(s, h)
             sim.close()
             print(f"sim: {sim.shared.health().summary()}", flush=True)
+            if sim.refused.summary():
+                print(f"sim: {sim.refused.summary()}", flush=True)
     finally:
         ros.close()
         shutdown_done()
