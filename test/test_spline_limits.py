@@ -116,3 +116,52 @@ def test_a_spline_inside_its_limits_is_not_refused() -> None:
     plan = one_arm([0.0, 1.0, 2.0, 3.0], [0.0, 0.7, 0.7, 0.0], [0.0, 0.3, 0.0, 0.0])
     assert sample(plan["left"], np.linspace(0.0, 3.0, 30001))[0].max() <= 0.7853
     validate_plan(plan, cfg)
+
+
+def test_skipping_segments_that_cannot_have_an_interior_root_changes_no_extreme(
+        monkeypatch) -> None:
+    """The roots are solved only where one can lie in the segment (core/spline_peaks._roots with
+    T): on finely timed plans of every kind, with extremes inside segments, near their ends and
+    at them, every extreme equals the one from every root solved (the slow reference)."""
+    import mj_manipulator_ros.core.spline_peaks as sp
+
+    rng = np.random.default_rng(11)
+    solve_all = sp._roots
+    for kind in ("cubic", "quintic"):
+        for dt in (0.01, 0.003, 0.2):
+            t = np.arange(0.0, 2.0 + dt / 2, dt)
+            f = rng.uniform(0.5, 3.0, 3)
+            p = np.sin(np.outer(t, f) + rng.uniform(0, 6, 3))      # extremes inside segments
+            v = np.cos(np.outer(t, f)) * f if kind != "linear" else None
+            if v is not None:
+                v[5] = 0.0      # a velocity root at a waypoint (an end of two segments)
+                v += rng.normal(0, 0.3, v.shape)
+            a = -p * f ** 2 + rng.normal(0, 1.0, p.shape) if kind == "quintic" else None
+            traj = ArmTrajectory(("a", "b", "c"), t, p, v, a)
+            fast = sp._segment_peaks(traj)
+            monkeypatch.setattr(sp, "_roots", lambda d, T=None: solve_all(d))
+            slow = sp._segment_peaks(traj)
+            monkeypatch.setattr(sp, "_roots", solve_all)
+            for name in ("velocity", "acceleration", "position_min", "position_max"):
+                np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name),
+                                              err_msg=f"{kind} every {dt} s: {name}")
+
+
+def test_the_roots_of_every_degree_agree_with_numpys_one_polynomial_at_a_time() -> None:
+    """Slow reference: ``np.roots`` per element, on random polynomials of degree 0-4 (some
+    leading coefficients zero, double roots, no real roots); the real ones, sorted, agree."""
+    from mj_manipulator_ros.core.spline_peaks import _roots
+
+    rng = np.random.default_rng(5)
+    d = rng.normal(0, 1, (5, 400))
+    d[:, rng.random(400) < 0.4] *= (rng.random(5) < 0.5)[:, None]   # lower degrees
+    d[4, 380:] = d[3, 380:] = 0.0
+    d[2, 380:], d[1, 380:], d[0, 380:] = 1.0, -2.0 * 0.3, 0.09       # (s - 0.3)^2
+    got = np.stack(_roots(d))
+    for e in range(d.shape[1]):
+        coeffs = np.trim_zeros(d[::-1, e], "f")
+        ref = np.roots(coeffs) if coeffs.size > 1 else np.array([])
+        ref = np.sort(ref[np.abs(ref.imag) <= 1e-6 * (1 + np.abs(ref.real))].real)
+        mine = np.sort(got[:, e][np.isfinite(got[:, e])])
+        assert mine.size == ref.size and np.allclose(mine, ref, rtol=1e-6, atol=1e-6), \
+            (e, d[:, e], mine, ref)

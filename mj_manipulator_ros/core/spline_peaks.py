@@ -78,7 +78,7 @@ def _extremes(poly: np.ndarray, deriv: np.ndarray, T: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray]:
     """(min, max) of poly(s) over s in [0, T] (elementwise), with the interior extrema at the
     real roots of ``deriv`` (coefficients of s^0, s^1, ..., shape (K, ...))."""
-    candidates = [np.zeros_like(T), T] + _roots(deriv)
+    candidates = [np.zeros_like(T), T] + _roots(deriv, T)
     lo = np.full(T.shape, np.inf)
     hi = np.full(T.shape, -np.inf)
     for s in candidates:
@@ -90,19 +90,33 @@ def _extremes(poly: np.ndarray, deriv: np.ndarray, T: np.ndarray
     return lo, hi
 
 
-def _roots(d: np.ndarray) -> list[np.ndarray]:
+def _roots(d: np.ndarray, T: np.ndarray | None = None) -> list[np.ndarray]:
     """Real roots of d0 + d1 s + ... + d_K s^K (elementwise; K <= 4); NaN where there is none.
     Each element uses the degree its leading coefficients give it (numerically zero ones
-    dropped); the roots of each degree are the eigenvalues of its companion matrix."""
+    dropped); the roots of degree 1 and 2 in closed form, of higher ones the eigenvalues of
+    the companion matrix.
+
+    With ``T`` (same shape as an element's), only roots in [0, T] are wanted: an element whose
+    constant term outweighs what the rest can reach there, |d0| > sum |d_k| T^k, has none and
+    is not solved (most segments of a finely timed plan: 0.01 s long, their derivatives barely
+    change; a 1,900-waypoint plan's roots took 0.16 s of its 0.22 s validation)."""
     K = d.shape[0] - 1
     out = [np.full(d.shape[1:], np.nan) for _ in range(max(K, 1))]
     scale = np.max(np.abs(d), axis=0) + 1e-300
     degree = np.zeros(d.shape[1:], dtype=int)
     for k in range(1, K + 1):
         degree = np.where(np.abs(d[k]) > 1e-12 * scale, k, degree)
+    if T is not None:
+        reach = sum(np.abs(d[k]) * np.abs(T) ** k for k in range(1, K + 1))
+        # (the slack covers the rounding of both sides: a root at an end is kept)
+        degree = np.where(np.abs(d[0]) <= reach * (1.0 + 1e-9) + 1e-300, degree, 0)
     for n in range(1, K + 1):
         idx = np.nonzero(degree == n)
         if idx[0].size == 0:
+            continue
+        if n <= 2:
+            for i, root in enumerate(_low_degree_roots(d, idx, n)):
+                out[i][idx] = root
             continue
         lead = d[n][idx]
         comp = np.zeros((lead.size, n, n))
@@ -114,3 +128,19 @@ def _roots(d: np.ndarray) -> list[np.ndarray]:
         for i in range(n):
             out[i][idx] = real[:, i]
     return out
+
+
+def _low_degree_roots(d: np.ndarray, idx: tuple, n: int) -> list[np.ndarray]:
+    """The real roots of the elements ``idx`` of degree ``n`` (1 or 2), NaN where none: a
+    quadratic's by the cancellation-free form (q = -(b + sign(b) sqrt(b^2 - 4ac)) / 2, the
+    roots q / a and c / q; a double root where the discriminant is zero)."""
+    if n == 1:
+        return [-d[0][idx] / d[1][idx]]
+    a, b, c = d[2][idx], d[1][idx], d[0][idx]
+    disc = b * b - 4.0 * a * c
+    real = disc >= 0.0
+    q = -0.5 * (b + np.copysign(np.sqrt(np.where(real, disc, 0.0)), b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r1 = np.where(real, q / a, np.nan)
+        r2 = np.where(real & (q != 0.0), c / q, np.where(real, r1, np.nan))
+    return [r1, r2]
