@@ -336,6 +336,23 @@ def test_miswiring_fails_stage_1_by_name_before_anything_moves(tmp_path, faults,
 
 
 @pytest.mark.slow
+def test_a_joint_read_a_whole_turn_off_fails_stage_1_by_name(tmp_path) -> None:
+    """A multi-turn position lost at a power cycle (the reading a whole turn off, IsaacTeleop#734):
+    gravity cannot see it (the load repeats every turn); the limits do, by name and turn."""
+    said = []
+    cfg = faulted_config(tmp_path, {"left": {"zero_offset": {f"{J}4": 2 * np.pi}}})
+    code = run_hil(str(cfg), sim=True, yes=True, stage=1, force=True,
+                   reason="rehearsing a lost multi-turn position", results=str(tmp_path / "r"),
+                   say=said.append)
+    text = "\n".join(said)
+    assert code == 1, text
+    assert "[FAIL] positions_in_limits left" in text, text
+    assert f"{J}4 reads" in text and "1 whole turn above" in text, text
+    assert "[pass] positions_in_limits right" in text, text
+    assert "stage 1 FAILED" in text
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("faults,check,named", [
     ({"joint_state_gap_s": 0.2, "joint_state_gap_every_s": 2.0}, "joint_states_gap",
      "about 20 message(s) missing"),

@@ -92,6 +92,34 @@ def limit_excess(positions: np.ndarray, lower: np.ndarray, upper: np.ndarray) ->
     return float(np.max(np.maximum(lower - positions, positions - upper).clip(min=0.0)))
 
 
+#: the whole turns a reading outside its limits is looked at for (+-): a multi-turn counter
+#: lost at a power cycle reads whole turns off (IsaacTeleop#734: -0.056 rad read as +6.227)
+WHOLE_TURNS = 3
+
+
+def outside_limits(position: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                   names: Sequence[str]) -> str:
+    """Each joint of ``position`` (J,) outside [lower, upper], named, with its reading and its
+    limits (rad or m); one that reads a whole number of turns (k x 2 pi, |k| <= WHOLE_TURNS)
+    from a position inside them says so. "" when every joint is inside."""
+    out = []
+    for j, name in enumerate(names):
+        q, lo, hi = float(position[j]), float(lower[j]), float(upper[j])
+        if lo <= q <= hi:
+            continue
+        text = f"{name} reads {q:+.3f}, outside [{lo:+.3f}, {hi:+.3f}]"
+        turns = sorted((k for k in range(-WHOLE_TURNS, WHOLE_TURNS + 1)
+                        if k and lo <= q - 2 * np.pi * k <= hi), key=abs)
+        if turns:
+            k = turns[0]
+            text += (f": {abs(k)} whole turn{'s' if abs(k) > 1 else ''} "
+                     f"{'above' if k > 0 else 'below'} {q - 2 * np.pi * k:+.3f}, inside them "
+                     "(a multi-turn position lost at a power cycle? Re-home the joint before "
+                     "anything moves)")
+        out.append(text)
+    return "; ".join(out)
+
+
 def onset(samples: JointSamples, after: float, threshold: float) -> Optional[float]:
     """When any joint first gets more than ``threshold`` from its position at ``after`` (the
     last sample at or before it), s; linearly interpolated between the two samples around the

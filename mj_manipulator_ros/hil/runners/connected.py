@@ -34,7 +34,9 @@ def connected(session: "HilSession", stage: Stage, protocol: Protocol) -> list[C
         out.append(check(stage, "joint_states_rate", arm.name, A.rate_hz(s),
                          f"{len(s)} messages carrying all of {list(arm.joint_names)}"))
         out.append(check(stage, "positions_in_limits", arm.name,
-                         A.limit_excess(s.positions[-1:], lo, hi) if len(s) else float("nan")))
+                         A.limit_excess(s.positions[-1:], lo, hi) if len(s) else float("nan"),
+                         A.outside_limits(s.positions[-1], lo, hi, arm.joint_names)
+                         if len(s) else ""))
         out.append(check(stage, "clock_offset", arm.name, abs(A.clock_offset(s))))
         out.extend(_stream(stage, arm.name, arm.joint_names, s))
     out.extend(_gravity_consistency(session, stage, samples))
