@@ -353,6 +353,24 @@ def test_a_joint_read_a_whole_turn_off_fails_stage_1_by_name(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("silent,healthy", [("right", "left"), ("left", "right")])
+def test_an_arm_whose_states_are_the_other_arms_is_named_before_it_moves_more_than_a_jog(
+        tmp_path, silent, healthy) -> None:
+    """One arm's joint states carry the other's readings (its own bus silent behind a healthy
+    one, axol#197): named as such, not as crossed arms, at stage 1 or at the first jog; no
+    motion beyond one jog."""
+    said = []
+    cfg = faulted_config(tmp_path, {silent: {"joint_states_copied_from": healthy}})
+    code = run_hil(str(cfg), sim=True, yes=True, through=2, force=True,
+                   reason="rehearsing a silent arm", results=str(tmp_path / "r"),
+                   say=said.append)
+    text = "\n".join(said)
+    assert code == 1, text
+    assert f"{silent}'s joint states carry {healthy}'s readings" in text, text
+    assert "arms crossed" not in text, text
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("faults,check,named", [
     ({"joint_state_gap_s": 0.2, "joint_state_gap_every_s": 2.0}, "joint_states_gap",
      "about 20 message(s) missing"),

@@ -52,3 +52,24 @@ def test_bad_values_are_refused_by_name() -> None:
         from_mapping(ArmFaults, {"joint_state_gap_s": -0.1}, "sim.faults.left")
     with pytest.raises(ConfigError, match="joint_state_drop"):
         from_mapping(ArmFaults, {"joint_state_drop": -3}, "sim.faults.left")
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("right", None),
+    ("left", r"sim.faults.left.joint_states_copied_from: expected another arm, one of \['right'\], "
+             r"got 'left'"),
+    ("middle", r"expected another arm, one of \['right'\], got 'middle'"),
+])
+def test_an_arm_copied_from_must_be_another_arm(tmp_path, source, expected) -> None:
+    from mj_manipulator_ros.core.config import config_from_mapping
+    from mj_manipulator_ros.sim.sim_config import sim_config
+
+    from tiny_arm import tiny_mapping
+
+    mapping = tiny_mapping(tmp_path, sim={"faults": {"left": {"joint_states_copied_from": source}}})
+    if expected is None:
+        cfg = sim_config(config_from_mapping(mapping))
+        assert cfg.sim.faults["left"].joint_states_copied_from == "right"
+        return
+    with pytest.raises(ConfigError, match=expected):
+        sim_config(config_from_mapping(mapping))

@@ -93,6 +93,10 @@ class ArmFaults:
         "min": 0.0})
     joint_state_drop_every_s: float = field(default=0.0, metadata={
         "doc": "the drop comes back this often, s (0: once)", "min": 0.0})
+    joint_states_copied_from: str = field(default="", metadata={
+        "doc": "this arm's joint states carry another arm's readings under this arm's names "
+               "(its own bus silent behind a healthy one: a driver that reads the wrong bus, "
+               "axol#197); the arm itself runs its goals as commanded"})
     clock_step_s: float = field(default=0.0, metadata={
         "doc": "this arm's controller clock steps by this (s; negative: back) at "
                "clock_step_at_s and stays stepped (a clock corrected by a time service "
@@ -345,6 +349,24 @@ def _check_physics(settings: SimSettings, config: ExecutorConfig) -> None:
         raise ConfigError(f"sim.cosim.exchange_hz: must be > 0 Hz, got {rate}")
 
 
+def _check_copied_from(source: str, config: ExecutorConfig, arm: str) -> None:
+    """``joint_states_copied_from``: another arm of the configuration, with as many joints (and
+    gripper joints)."""
+    if not source:
+        return
+    path = f"sim.faults.{arm}.joint_states_copied_from"
+    if source == arm or source not in config.arm_names:
+        others = [a for a in config.arm_names if a != arm]
+        raise ConfigError(f"{path}: expected another arm, one of {others}, got {source!r}")
+    a, b = config.arm(arm), config.arm(source)
+    if (len(a.joint_names), len(a.gripper_wire_names)) != \
+            (len(b.joint_names), len(b.gripper_wire_names)):
+        raise ConfigError(f"{path}: {arm!r} has {len(a.joint_names)} joints and "
+                          f"{len(a.gripper_wire_names)} gripper joints, {source!r} "
+                          f"{len(b.joint_names)} and {len(b.gripper_wire_names)}: only arms alike "
+                          "can carry each other's readings")
+
+
 def sim_config(config: ExecutorConfig) -> SimConfig:
     """Read the scene and sim sections of an executor configuration (validated strictly)."""
     sim_raw = dict(config.extra.get("sim") or {})
@@ -353,6 +375,7 @@ def sim_config(config: ExecutorConfig) -> SimConfig:
     faults = _per_arm(faults_raw, ArmFaults, config, "sim.faults")
     for arm, f in faults.items():
         _check_wiring(f, config, arm)
+        _check_copied_from(f.joint_states_copied_from, config, arm)
     arms = _per_arm(sim_raw.pop("arms", None) or {}, ArmSimSettings, config, "sim.arms")
     for arm, a in arms.items():
         if isinstance(a.bandwidth_hz, Mapping):

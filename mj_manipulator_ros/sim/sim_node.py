@@ -129,6 +129,10 @@ class SimNode:
                             for t in sorted({self._arm_topic[n] for n in self.arms})}
         self._clock_pub = self.node.create_publisher(Clock, "/clock", 10) if use_sim else None
         self._served = [n for n in self.scene.arms if n in self.arms]
+        #: arm -> the arm whose readings its joint states carry (itself, unless the fault
+        #: ``joint_states_copied_from`` says another)
+        self._reading_of = {n: (config.sim.faults[n].joint_states_copied_from
+                                if n in config.sim.faults else "") or n for n in self.scene.arms}
         #: arm -> (the drop fault's occurrence, its messages lost so far)
         self._dropped: dict[str, tuple[int, int]] = {}
         logger = self.node.get_logger()
@@ -202,7 +206,7 @@ class SimNode:
             msg = JointState()
             msg.header.stamp = stamp_msg(snap.controller_time + offset)
             msg.name = [j for n in names for j in self._wire[n]]
-            rows = [snap.arms[n].with_gripper() for n in names]
+            rows = [snap.arms[self._reading_of[n]].with_gripper() for n in names]
             msg.position = [float(x) for r in rows for x in r[0]]
             msg.velocity = [float(x) for r in rows for x in r[1]]
             msg.effort = [float(x) for r in rows for x in r[2]]

@@ -102,7 +102,13 @@ def _gravity_consistency(session: "HilSession", stage: Stage, samples) -> list[C
             crossed = [b for b, m in models.items() if b != arm.name
                        and len(m.joint_names) == len(gravity.joint_names)
                        and m.residual(q, effort).worst <= threshold]
-            if crossed:
+            if crossed and _copy_of(rest, models, arm.name, crossed[0], threshold):
+                b = crossed[0]
+                detail = (f"; explained by: {arm.name}'s joint states carry {b}'s readings "
+                          f"(the same positions and efforts as {b}'s own, which fit {b}: "
+                          f"{arm.name}'s own readings are missing, a driver reading {b}'s "
+                          "bus?)")
+            elif crossed:
                 detail = (f"; explained by: arms crossed: {arm.name}'s joint states and "
                           f"efforts are those of {crossed[0]}'s joints (its controller drives "
                           f"arm {crossed[0]})")
@@ -112,3 +118,20 @@ def _gravity_consistency(session: "HilSession", stage: Stage, samples) -> list[C
         text = describe(arm.name, result, np.inf if detail else threshold, arm.joint_names)
         out.append(check(stage, "gravity_consistency", arm.name, result.worst, text + detail))
     return out
+
+
+#: two arms' positions at rest that agree to this (rad), their efforts to the gravity check's
+#: threshold, are one arm's read twice (where the first arm's fit the second's model and the
+#: second's fit its own: two healthy arms fit their own, two crossed ones each other's)
+COPY_AGREEMENT_RAD = 0.005
+
+
+def _copy_of(rest: dict, models: dict, arm: str, other: str, threshold: float) -> bool:
+    """Are ``arm``'s readings at rest ``other``'s, read twice? ``other``'s own fit ``other``'s
+    model (it is not crossed back) and both arms' positions (COPY_AGREEMENT_RAD) and efforts
+    (``threshold``, N m) agree."""
+    (q, e), (q_b, e_b) = rest[arm], rest[other]
+    if models[other].residual(q_b, e_b).worst > threshold:
+        return False
+    return bool(np.max(np.abs(q - q_b)) <= COPY_AGREEMENT_RAD and
+                np.max(np.abs(e - e_b)) <= threshold)

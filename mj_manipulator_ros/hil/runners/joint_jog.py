@@ -133,10 +133,11 @@ class _Jogger:
                       for a in self.arms for k in range(len(self.arms[a]))
                       if not (a == arm and k == j)]
             worst, who = max(others) if others else (0.0, "")
+            why = _copied(arm, before, after) or \
+                "(a swap or crossed arms the states do not show, a coupling)"
             out.append(check(st, "jog_isolation", subject, worst,
                              f"{who} moved {worst:.4f} rad while {arm} {name} was jogged "
-                             f"(a swap or crossed arms the states do not show, a coupling)"
-                             f"{sagged}"))
+                             f"{why}{sagged}"))
             out.extend(self._gravity(arm, subject, after))
             if leg == 0 and self.pictures:   # the eye sees what physics may not
                 out.append(picture_check(self.session, st, subject, f"stage2_jog_{arm}_{name}",
@@ -177,6 +178,29 @@ class _Jogger:
             result = model.diagnose(q, effort)
         return [check(self.stage, "jog_gravity", subject, result.worst,
                       describe(arm, result, threshold, self.arms[arm]) + " at the jogged pose")]
+
+
+#: another arm's states carry the jogged arm's readings when each of its joints moved as the
+#: jogged arm's did within this fraction of the jog (a copy is exact; a coupling or a crossed
+#: wire moves other joints by other amounts)
+COPY_MATCH = 0.01
+
+
+def _copied(arm: str, before, after) -> str:
+    """Another arm whose states moved joint for joint as ``arm``'s did (a real jog: more than
+    a hundredth of a radian): its states carry ``arm``'s readings. The words saying so, or ""."""
+    moved = after[arm][0] - before[arm][0]
+    size = float(np.max(np.abs(moved)))
+    if size < 0.01:
+        return ""
+    for other in after:
+        if other == arm or after[other][0].shape != moved.shape:
+            continue
+        theirs = after[other][0] - before[other][0]
+        if float(np.max(np.abs(theirs - moved))) <= COPY_MATCH * size:
+            return (f"joint for joint as {arm}'s did: {other}'s joint states carry {arm}'s "
+                    f"readings ({other}'s own are missing: a driver reading {arm}'s bus?)")
+    return ""
 
 
 def _gravity_models(session: "HilSession") -> dict:
