@@ -40,6 +40,15 @@ def faulted_config(tmp_path: Path, faults: dict, stages: dict | None = None) -> 
     return path
 
 
+def rehearse_fault(tmp_path: Path, faults: dict, reason: str, **stages) -> tuple[int, str]:
+    """``hil --sim --yes --force`` on the simulated OpenArm with ``faults`` (``stages``: the
+    runner's ``stage=`` or ``through=``): its exit code and what it said."""
+    said: list[str] = []
+    code = run_hil(str(faulted_config(tmp_path, faults)), sim=True, yes=True, force=True,
+                   reason=reason, results=str(tmp_path / "r"), say=said.append, **stages)
+    return code, "\n".join(said)
+
+
 #: the suite's time (make test under 10 minutes): every stage, check, threshold, speed and cancel
 #: point of hil/stages.yaml, with fewer repetitions of the same check (stage 1 listens 2 s, not
 #: 4; stage 2 runs each arm's small motion 3 times, not 10). `make rehearse` runs the protocol
@@ -324,12 +333,7 @@ J = "openarm_left_joint"
     ({"crossed_arms": ["left", "right"]}, "arms crossed: left's joint states"),
 ], ids=["zero_offset", "sign_flip", "swap", "scale", "crossed_arms"])
 def test_miswiring_fails_stage_1_by_name_before_anything_moves(tmp_path, faults, named) -> None:
-    said = []
-    cfg = faulted_config(tmp_path, faults)
-    code = run_hil(str(cfg), sim=True, yes=True, stage=1, force=True,
-                   reason="rehearsing a miswired arm", results=str(tmp_path / "r"),
-                   say=said.append)
-    text = "\n".join(said)
+    code, text = rehearse_fault(tmp_path, faults, "rehearsing a miswired arm", stage=1)
     assert code == 1, text
     assert "[FAIL] gravity_consistency left" in text and named in text, text
     assert "stage 1 FAILED" in text
@@ -339,12 +343,8 @@ def test_miswiring_fails_stage_1_by_name_before_anything_moves(tmp_path, faults,
 def test_a_joint_read_a_whole_turn_off_fails_stage_1_by_name(tmp_path) -> None:
     """A multi-turn position lost at a power cycle (the reading a whole turn off, IsaacTeleop#734):
     gravity cannot see it (the load repeats every turn); the limits do, by name and turn."""
-    said = []
-    cfg = faulted_config(tmp_path, {"left": {"zero_offset": {f"{J}4": 2 * np.pi}}})
-    code = run_hil(str(cfg), sim=True, yes=True, stage=1, force=True,
-                   reason="rehearsing a lost multi-turn position", results=str(tmp_path / "r"),
-                   say=said.append)
-    text = "\n".join(said)
+    code, text = rehearse_fault(tmp_path, {"left": {"zero_offset": {f"{J}4": 2 * np.pi}}},
+                                "rehearsing a lost multi-turn position", stage=1)
     assert code == 1, text
     assert "[FAIL] positions_in_limits left" in text, text
     assert f"{J}4 reads" in text and "1 whole turn above" in text, text
@@ -359,12 +359,8 @@ def test_an_arm_whose_states_are_the_other_arms_is_named_before_it_moves_more_th
     """One arm's joint states carry the other's readings (its own bus silent behind a healthy
     one, axol#197): named as such, not as crossed arms, at stage 1 or at the first jog; no
     motion beyond one jog."""
-    said = []
-    cfg = faulted_config(tmp_path, {silent: {"joint_states_copied_from": healthy}})
-    code = run_hil(str(cfg), sim=True, yes=True, through=2, force=True,
-                   reason="rehearsing a silent arm", results=str(tmp_path / "r"),
-                   say=said.append)
-    text = "\n".join(said)
+    code, text = rehearse_fault(tmp_path, {silent: {"joint_states_copied_from": healthy}},
+                                "rehearsing a silent arm", through=2)
     assert code == 1, text
     assert f"{silent}'s joint states carry {healthy}'s readings" in text, text
     assert "arms crossed" not in text, text
@@ -382,12 +378,8 @@ def test_an_arm_whose_states_are_the_other_arms_is_named_before_it_moves_more_th
 def test_a_broken_joint_state_stream_fails_stage_1_by_name(tmp_path, faults, check, named) -> None:
     """The faults repeat every 2 s: the 4 s window holds one whatever the start-up took. The
     other arm's stream is healthy and passes."""
-    said = []
-    cfg = faulted_config(tmp_path, {"right": faults})
-    code = run_hil(str(cfg), sim=True, yes=True, stage=1, force=True,
-                   reason="rehearsing a broken stream", results=str(tmp_path / "r"),
-                   say=said.append)
-    text = "\n".join(said)
+    code, text = rehearse_fault(tmp_path, {"right": faults}, "rehearsing a broken stream",
+                                stage=1)
     assert code == 1, text
     assert f"[FAIL] {check} right" in text and named in text, text
     assert f"[pass] {check} left" in text, text
@@ -400,12 +392,8 @@ def test_a_sign_flip_physics_cannot_see_fails_the_jog_by_the_operators_eye(tmp_p
     """Left joint 5 reversed: at stage 1 it stands at its zero (the picture matches, 0.09 N m
     of gravity residual); its jog turns it the other way: the emulated operator names it at the
     jogged pose, no joint moved more than the jog, and the joints jogged after it never moved."""
-    said = []
-    cfg = faulted_config(tmp_path, {"left": {"sign_flip": [f"{J}5"]}})
-    code = run_hil(str(cfg), sim=True, yes=True, stage=2, force=True,
-                   reason="rehearsing a reversed wrist", results=str(tmp_path / "r"),
-                   say=said.append)
-    text = "\n".join(said)
+    code, text = rehearse_fault(tmp_path, {"left": {"sign_flip": [f"{J}5"]}},
+                                "rehearsing a reversed wrist", stage=2)
     assert code == 1, text
     assert f"[FAIL] pose_matches_picture left/{J}5" in text, text
     assert f"differs from left {J}5 outward" in text, text
