@@ -76,3 +76,43 @@ def test_a_namesake_server_coming_and_going_is_not_the_controller_leaving(tiny_s
     assert report.arms["right"].status is ArmStatus.SUCCEEDED, report.summary()
     assert report.first_failure is None or \
         report.first_failure.reason is not FailureReason.CONTROLLER_GONE, report.summary()
+
+
+def test_the_controller_leaving_while_a_namesake_stays_still_ends_the_run(tiny_sim, ros,
+                                                                          tmp_path) -> None:
+    """The adversarial case of the verdict above: a namesake arrives 0.3 s into the swing and
+    stays, and the right arm's own server is destroyed at 0.6 s (the graph still shows a server
+    of the name). The run must not succeed, and every arm must end: the liveness watch or the
+    result deadline fails it, and the left arm is stopped. (A namesake there before the start
+    keeps the server "not ready": no goal is sent, server_unavailable.)"""
+    sim = tiny_sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True,
+                                              "black_box_s": 0.0}).executor
+    action = config.arm("right").action_name
+    other = RosContext()
+    node = rclpy.create_node("namesake", context=other.context)
+    held: dict[str, object] = {}
+
+    def comes() -> None:
+        held["server"] = ActionServer(
+            node, FollowJointTrajectory, action, lambda handle: FollowJointTrajectory.Result(),
+            goal_service_qos_profile=QoSProfile(depth=10,
+                                                durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    try:
+        with MultiArmExecutor(config, context=ros.context) as executor:
+            threads = [at_plan_time(executor, COMES_S, comes),
+                       at_plan_time(executor, 0.6, sim.arms["right"].destroy)]
+            report = executor.execute(swing_plan(duration=SWING_S))
+            for thread in threads:
+                thread.join(10.0)
+    finally:
+        if "server" in held:
+            held.pop("server").destroy()
+        node.destroy_node()
+        other.close()
+    assert not report.succeeded, report.summary()
+    f = report.first_failure
+    assert f is not None and f.arm == "right", report.summary()
+    assert report.arms["right"].status is not ArmStatus.SUCCEEDED, report.summary()
+    assert report.arms["left"].status in (ArmStatus.CANCELED, ArmStatus.STOPPED), \
+        report.summary()
