@@ -63,6 +63,16 @@ def jog(shared: SharedModel, cfg, arm: str, joint: int, delta: float) -> None:
         shared.step_cycle()
 
 
+def rest_effort(shared: SharedModel, arm: str, seconds: float = 0.2) -> np.ndarray:
+    """``arm``'s mean reported effort (J,) over ``seconds`` of cycles (the actuator twin's
+    holding effort jitters by 0.02 N m from cycle to cycle: its encoder and MIT loop)."""
+    rows = []
+    for _ in range(int(seconds / shared.control_period)):
+        shared.step_cycle()
+        rows.append(shared.snapshot().arms[arm].efforts)
+    return np.mean(rows, axis=0)
+
+
 def settle(shared: SharedModel, seconds: float = 0.5) -> None:
     for _ in range(int(seconds / shared.control_period)):
         shared.step_cycle()
@@ -225,3 +235,40 @@ def test_the_gravity_model_is_the_full_forward_pass_even_in_contact() -> None:
             reference = data.qfrc_bias[g.dof_adr] - data.qfrc_passive[g.dof_adr]
             assert np.array_equal(g.expected(poses[arm]), reference), arm
     assert contacts >= 5, f"only {contacts} of 40 random poses in contact: not a test of contact"
+
+
+@pytest.mark.parametrize("kind", ["position", "torque", "mit"])
+@pytest.mark.parametrize("mode", ["still", "echo"])
+def test_a_dead_wire_moves_nothing_and_reports_success(kind, mode) -> None:
+    """A dead wire (openarm_ros2#63; Doosan's "SUCCEEDED while the arm did not move"): the jog's
+    goal ends SUCCEEDED, no physical joint of either arm moved, the efforts are the holding
+    ones; still: the states say the joint stayed; echo: they say it moved by the jog."""
+    cfg = config(kind, {"left": {"dead_wire": mode}})
+    shared = SharedModel.from_config(cfg)
+    settle(shared)
+    before = {a: physical(shared, a) for a in ("left", "right")}
+    seen_before = shared.snapshot().arms["left"]
+    held = rest_effort(shared, "left")
+    names = shared.controllers["left"].joint_names
+    q0 = seen_before.positions
+    q1 = q0.copy()
+    q1[3] += JOG
+    t = np.linspace(0.0, 0.6, 31)
+    p, v = rest_to_rest(q0, q1, t)
+    req = GoalRequest(names, t.tolist(), p.tolist(), v.tolist(), [[] for _ in t], 0.0)
+    reason, goal = check_goal(req, names, float(shared.data.time), cfg.sim.tolerances)
+    assert reason is None, reason
+    ticket = shared.controllers["left"].submit(goal)
+    settle(shared, 1.2)
+    seen = shared.snapshot().arms["left"]
+    effort = rest_effort(shared, "left")
+    moved = max(float(np.abs(physical(shared, a) - before[a]).max()) for a in before)
+    assert ticket.outcome is not None and ticket.outcome.name == "SUCCEEDED", ticket.outcome
+    assert moved < 1e-3, f"{kind} {mode}: a physical joint moved {moved:.4f} rad"
+    assert np.abs(effort - held).max() < 0.02, (effort, held)
+    shown = seen.positions - q0
+    if mode == "still":
+        assert np.abs(shown).max() < 1e-3, shown
+    else:   # the command echoed: the jog's last point, exactly
+        assert shown[3] == pytest.approx(JOG, abs=1e-9), shown
+        assert np.abs(np.delete(shown, 3)).max() < 1e-9, shown

@@ -167,6 +167,7 @@ class SharedModel:
             wiring = Wiring(arm.joint_names, faults)
             wired_to = scene.arms[self.physical[name]]
             self.wirings[name] = None if wiring.identity and wired_to is arm else wiring
+            wiring.cycle_s = self.control_period
             self.controllers[name] = make_controller(
                 settings.arm(name).controller, arm,
                 wiring.hold(self.data.qpos[wired_to.qpos_adr]), faults, settings.arm(name), scene)
@@ -369,8 +370,8 @@ class SharedModel:
                     q, qd, _ = wiring.report(d.qpos[qi].copy(), d.qvel[vi].copy())
                     command = controller.update(
                         now + controller.faults.clock_offset_at(sim_time), q, qd)
-                    d.ctrl[ci] = (wiring.torque_command(command) if kind == "torque"
-                                  else wiring.position_command(command))
+                    d.ctrl[ci] = (wiring.torque_command(command, controller.follower.position)
+                                  if kind == "torque" else wiring.position_command(command))
                 if self.steps_per_cycle == 1:
                     mujoco.mj_step(m, d)
                 else:

@@ -12,6 +12,7 @@ is the model layer's (:mod:`mj_manipulator_ros.model.scene_config`).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
@@ -27,6 +28,22 @@ from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 CONTROLLER_KINDS = ("position", "torque", "mit")
 #: what integrates the arm joints: MuJoCo alone, or an actuator twin co-simulated with it
 PHYSICS = ("mujoco", "cosim")
+
+
+class DeadWire(str, enum.Enum):
+    """A driver that takes goals and reports them succeeded while its commands reach no motor
+    (``sim.faults.<arm>.dead_wire``; sim/miswiring.py)."""
+
+    NONE = "none"     # healthy
+    #: the motors keep holding what they held when the arm was enabled; the joint states say
+    #: so; the controller reports each goal succeeded at its end (no goal tolerance checked:
+    #: joint_trajectory_controller's default), openarm_ros2#63
+    STILL = "still"
+    #: the motors keep holding, and the joint states report the controller's own commands as
+    #: positions (one control cycle late), as fake hardware left on or a driver that echoes its
+    #: command does: the states move as commanded, nothing else does (efforts stay the
+    #: motors')
+    ECHO = "echo"
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,11 @@ class ArmFaults:
     scale: Mapping[str, float] = field(default_factory=dict, metadata={
         "doc": "joint -> k: the joint moves k times what it is commanded (a gear ratio set "
                "wrong); its states report the motion divided by k"})
+    dead_wire: DeadWire = field(default=DeadWire.NONE, metadata={
+        "doc": "none | still | echo: the arm's commands reach no motor (the motors hold the "
+               "pose they held when enabled), its goals are accepted and reported succeeded; "
+               "still: its joint states are honest; echo: they report the commands as "
+               "positions (fake hardware left on, a driver echoing its command)"})
     force_limit: Mapping[str, float] = field(default_factory=dict, metadata={
         "doc": "joint -> N m: the joint's actuators together apply at most this (a torque "
                "limit set too low to hold the arm); not under sim.physics cosim"})
