@@ -67,6 +67,26 @@ def test_measurements_on_synthetic_joint_states() -> None:
     assert A.planned_onset(traj, 0.1) == pytest.approx(0.101, abs=1e-3)
 
 
+def test_tracking_lag_is_the_delay_of_a_delayed_copy_of_the_plan() -> None:
+    """A joint that is the plan delayed by L (an independent reference: the plan sampled at
+    t - L) reads L, for a servo's 45 ms and an echo's 2 ms; a joint that never moved reads the
+    whole motion's lead (far above either); no motion planned: NaN."""
+    from mj_manipulator_ros.core.interpolation import rest_to_rest, sample
+    from mj_manipulator_ros.core.plan import ArmTrajectory
+
+    t = np.linspace(0.0, 1.0, 41)
+    q, v = rest_to_rest(np.zeros(2), np.array([0.1, 0.0]), t)
+    traj = ArmTrajectory(("j0", "j1"), t, q, v)
+    stamps = np.arange(-0.2, 1.4, 0.01) + 10.0
+    for lag in (0.045, 0.002):
+        delayed = sample(traj, np.clip(stamps - 10.0 - lag, 0.0, 1.0))[0]
+        assert A.tracking_lag(samples(stamps, delayed), traj, 10.0, 0) == \
+            pytest.approx(lag, rel=0.05)
+    still = np.zeros((len(stamps), 2))
+    assert A.tracking_lag(samples(stamps, still), traj, 10.0, 0) > 0.2
+    assert np.isnan(A.tracking_lag(samples(stamps, still), traj, 10.0, 1))
+
+
 def test_yes_needs_sim_and_force_needs_reason(tmp_path) -> None:
     said = []
     cfg = str(config_file("sim_openarm.yaml"))

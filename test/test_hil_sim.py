@@ -81,7 +81,8 @@ def test_sim_rehearsal_passes_stages_0_through_6(tmp_path) -> None:
     assert skew and all(c["measured"] <= 0.02 for c in skew)
     # every joint jogged before the small motion, each seen by the (emulated) operator
     jog = {c["name"]: c for c in checks if c["stage"] == 2 and c["name"].startswith("jog_")}
-    assert set(jog) == {"jog_response", "jog_isolation", "jog_position_error", "jog_gravity"}
+    assert set(jog) == {"jog_response", "jog_isolation", "jog_position_error", "jog_gravity",
+                        "jog_observed"}
     assert all("of 14 joints jogged" in c["detail"] for c in jog.values())
     pictures = {p.name for p in (run / "pictures").iterdir()}
     assert "stage1_pose.png" in pictures and len([p for p in pictures if "jog" in p]) == 28
@@ -490,3 +491,31 @@ def test_a_jog_whose_goal_never_ran_names_that_not_the_joint(tmp_path) -> None:
     checks = "\n".join(line for line in said if line.lstrip().startswith("["))
     assert "the jog's goal never ran (late_acceptance)" in checks, text
     assert "force limit, a brake" not in checks and "cannot carry its load" not in checks, text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode,named", [
+    ("still", "the commands reach no motor"),
+    ("echo", "they echo the commands, not the joint"),
+])
+def test_a_driver_whose_commands_reach_no_motor_is_named_at_the_first_jog(tmp_path, mode,
+                                                                          named) -> None:
+    """Goals accepted and reported succeeded while nothing moves (openarm_ros2#63; Doosan's
+    "SUCCEEDED while the arm did not move"): stage 1 passes (the arm holds, its weight is the
+    model's); the first jog names it, with its states honest (still: the joint stayed, no
+    effort changed) or echoing the commands (echo: they moved one control cycle behind the
+    command), and no physical joint moved."""
+    said: list[str] = []
+    cfg = faulted_config(tmp_path, {"left": {"dead_wire": mode}})
+    code = run_hil(str(cfg), sim=True, yes=True, through=2, force=True,
+                   reason="rehearsing a dead wire", results=str(tmp_path / "r"),
+                   say=said.append)
+    text = "\n".join(said)
+    assert code == 1 and "stage 2 FAILED" in text and "stage 1 FAILED" not in text, text
+    assert f"[FAIL] jog_observed left/{J}1" in text and named in text, text
+    assert "force limit, a brake" not in text, text     # not blamed on the joint
+    picture = [line for line in said if "pose_matches_picture left" in line]
+    if mode == "still":
+        assert "largest joint motion so far 0.0000 rad" in text, text
+    else:   # the states moved, the robot did not: the eye says so too
+        assert picture and "[FAIL]" in picture[0], text

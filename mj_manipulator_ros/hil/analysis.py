@@ -200,6 +200,24 @@ def tracking_error(samples: JointSamples, traj: ArmTrajectory, start: float) -> 
     return float(np.max(np.abs(s.positions - planned)))
 
 
+def tracking_lag(samples: JointSamples, traj: ArmTrajectory, start: float, joint: int,
+                 moving: float = 0.3) -> float:
+    """How late joint ``joint`` follows its plan, s: the least-squares delay ``L`` of
+    ``measured(t) ~ planned(t) - L planned_velocity(t)`` over the samples where the planned
+    speed is above ``moving`` x its peak (plan time = stamp - start). A servo lags by tens of
+    milliseconds; states that echo the command lag by a control cycle. NaN: no such sample."""
+    s = samples.window(start, start + traj.duration)
+    if len(s) == 0:
+        return float("nan")
+    planned, velocity, _ = sample(traj, s.stamps - start)
+    v = velocity[:, joint]
+    keep = np.abs(v) > moving * np.max(np.abs(v)) if np.max(np.abs(v)) > 0 else v != v
+    if not keep.any():
+        return float("nan")
+    lead = planned[keep, joint] - s.positions[keep, joint]
+    return float(np.dot(lead, v[keep]) / np.dot(v[keep], v[keep]))
+
+
 def travel_after(samples: JointSamples, after: float) -> float:
     """The largest joint displacement (rad) from the first sample at or after ``after`` to the
     last sample (NaN without samples there): how far the arm went once asked to stop."""

@@ -11,6 +11,10 @@ of every arm is compared with where it started and where it was commanded:
   swap or crossed arms that commands and states do not agree on, a mechanical coupling);
 - ``jog_position_error``: how far each joint of the jogged arm rests from its command (a joint
   that cannot carry its load: gravity feed-forward missing, gains too low, a force limit);
+- ``jog_observed``: the move was a joint's, not a command's: states that follow the command
+  closer than its threshold echo it (fake hardware left on, a driver reporting its command as
+  the position); a goal reported succeeded with the joint still and no effort changed more than
+  ``still_effort_nm`` is a driver whose commands reach no motor (openarm_ros2#63);
 - ``jog_gravity``: the gravity residual (stage 1's check) at each pose the jog reaches: a fault
   consistent in commands and states (a swap, a sign, a zero, a gear) is invisible in joint
   space, and from one pose when the joint carries no load there; more poses show more of them;
@@ -32,6 +36,7 @@ from mj_manipulator_ros.core.errors import ExecutionRefusedError, MjManipulatorE
 from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.sync import FailureReason
+from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detail
 from mj_manipulator_ros.hil.motions import WAYPOINTS, toward_middle
 from mj_manipulator_ros.hil.pose_picture import picture_check
@@ -59,8 +64,9 @@ class _Jogger:
         self.arms = {a.name: a.joint_names for a in session.config.arms}
         self.home = {a: session.pose(a) for a in self.arms}
         self.largest = 0.0        # the largest displacement of any joint from home, rad
-        self.gravity = _gravity_models(session)
+        self.gravity = gravity_models(session)
         self.pictures = "scene" in session.config.extra or session.sim_node is not None
+        self.last = None   # the latest move: (its trajectory, the joint states over its run)
 
     def rest(self) -> dict[str, tuple[np.ndarray, Optional[np.ndarray]]]:
         """Every arm's mean pose and effort (J,) over the last ``rest_window_s``."""
@@ -79,7 +85,8 @@ class _Jogger:
         t = np.linspace(0.0, self.duration, WAYPOINTS)
         q, v = rest_to_rest(q0, q1, t)
         plan = MultiArmPlan({arm: ArmTrajectory(self.arms[arm], t, q, v)})
-        report, _ = self.session.run(plan, settle=self.settle)
+        report, samples = self.session.run(plan, settle=self.settle)
+        self.last = (plan[arm], samples)
         return report
 
     def joint(self, arm: str, j: int, direction: float) -> list[CheckResult]:
@@ -123,7 +130,10 @@ class _Jogger:
             commanded = q1[j] - q0[j]
             moved = after[arm][0][j] - before[arm][0][j]
             gain = moved / commanded
-            what = ("did not follow (a force limit, a brake)" if abs(gain) < 0.2 else
+            observed = self._observed(arm, j, report, before, after, gain)
+            out.append(observed)   # when it fails, the figures below are not the joint's
+            what = ("did not follow: see jog_observed" if not observed.passed and abs(gain) < 0.2
+                    else "did not follow (a force limit, a brake)" if abs(gain) < 0.2 else
                     "moved the other way (a reversed joint)" if gain < 0 else
                     f"moved {gain:.2f} x its command")
             out.append(check(st, "jog_response", subject, abs(1.0 - gain),
@@ -138,7 +148,8 @@ class _Jogger:
             out.append(check(st, "jog_isolation", subject, worst,
                              f"{who} moved {worst:.4f} rad while {arm} {name} was jogged "
                              f"{why}{sagged}"))
-            out.extend(self._gravity(arm, subject, after))
+            if observed.passed:   # (not: the states are not the joint's; nothing to weigh)
+                out.extend(self._gravity(arm, subject, after))
             if leg == 0 and self.pictures:   # the eye sees what physics may not
                 out.append(picture_check(self.session, st, subject, f"stage2_jog_{arm}_{name}",
                                          {a: after[a][0] for a in self.arms}))
@@ -150,6 +161,35 @@ class _Jogger:
                     out.extend(self._move_back(arm, subject, after[arm][0], start[arm]))
                 break
         return out
+
+    def _observed(self, arm: str, j: int, report, before, after, gain: float) -> CheckResult:
+        """``jog_observed`` (module docstring): the jogged joint's lag behind its plan (s), and
+        a success with nothing moved nor pushed."""
+        st, name, p = self.stage, self.arms[arm][j], self.stage.params
+        echo = st.check("jog_observed").threshold
+        traj, samples = self.last
+        lag = (A.tracking_lag(samples.arm(self.arms[arm]), traj, report.start_stamp, j)
+               if report.start_stamp is not None else float("nan"))
+        if lag < echo:
+            return check(st, "jog_observed", f"{arm}/{name}", lag,
+                         f"{arm} {name}'s joint states followed its command {lag * 1e3:.1f} ms "
+                         "late, closer than a motor does: they echo the commands, not the joint "
+                         "(fake hardware left on? a driver that reports its command as the "
+                         "position); whether the joint moved they cannot say: look at the robot")
+        e0, e1 = before[arm][1], after[arm][1]
+        pushed = float(np.max(np.abs(e1 - e0))) if e0 is not None and e1 is not None \
+            else float("nan")
+        if report.succeeded and abs(gain) < 0.2 and pushed <= p["still_effort_nm"]:
+            return check(st, "jog_observed", f"{arm}/{name}", lag,
+                         f"the controller reported {arm}'s jog succeeded, yet {name} stayed "
+                         f"({gain:+.2f} x its command) and no joint of {arm} pushed (efforts "
+                         f"changed {pushed:.3f} N m at most, still_effort_nm "
+                         f"{p['still_effort_nm']:g}): the commands reach no motor (motors "
+                         "disabled or in another control mode, another program on the bus, a "
+                         "driver that does not write them; openarm_ros2#63)", passed=False)
+        return check(st, "jog_observed", f"{arm}/{name}", lag,
+                     f"{arm} {name} followed {lag * 1e3:.1f} ms behind its command; efforts "
+                     f"changed up to {pushed:.3f} N m")
 
     def _move_back(self, arm: str, subject: str, q0: np.ndarray, q1: np.ndarray
                    ) -> list[CheckResult]:
@@ -203,7 +243,7 @@ def _copied(arm: str, before, after) -> str:
     return ""
 
 
-def _gravity_models(session: "HilSession") -> dict:
+def gravity_models(session: "HilSession") -> dict:
     from mj_manipulator_ros.hil.gravity_check import GravityModel
     from mj_manipulator_ros.model.scene import scene_for
 
@@ -230,8 +270,10 @@ def joint_jog(session: "HilSession", stage: Stage) -> list[CheckResult]:
             if failed:
                 return [dataclasses.replace(r, detail=f"{r.detail}; largest joint motion so "
                                             f"far {jog.largest:.4f} rad") for r in failed]
-            for r in results:
-                if r.name not in worst or (r.measured or 0.0) > (worst[r.name].measured or 0.0):
+            for r in results:   # the worst: the largest, or the smallest of a "min" check
+                sign = -1.0 if stage.check(r.name).compare == "min" else 1.0
+                if r.name not in worst or sign * (r.measured or 0.0) > \
+                        sign * (worst[r.name].measured or 0.0):
                     worst[r.name] = r
     n = sum(len(j) for j in jog.arms.values())
     return [dataclasses.replace(r, subject="every joint", detail=f"worst at {r.subject} of {n} "
