@@ -86,6 +86,12 @@ def test_sim_rehearsal_passes_stages_0_through_6(tmp_path) -> None:
     assert all("of 14 joints jogged" in c["detail"] for c in jog.values())
     pictures = {p.name for p in (run / "pictures").iterdir()}
     assert "stage1_pose.png" in pictures and len([p for p in pictures if "jog" in p]) == 28
+    # then the pose set stage 1 announced, each pose weighed and pictured (and the robot's)
+    said = [c for c in checks if c["name"] == "gravity_identifiable"]
+    poses = [c for c in checks if c["name"] == "pose_set_gravity"]
+    assert {c["subject"] for c in said} == {"left", "right"} and poses, said
+    assert sum(c["detail"].count("pose set:") for c in said) == len(poses), (said, poses)
+    assert len([p for p in pictures if p.startswith("stage2_pose_")]) == 2 * len(poses)
     assert (run / "summary.md").read_text().count("**passed**") == 7
     assert (run / "timeline.png").stat().st_size > 10000
     # every run that moved is a bag in the run folder, linked from the summary with how to open it
@@ -519,3 +525,44 @@ def test_a_driver_whose_commands_reach_no_motor_is_named_at_the_first_jog(tmp_pa
         assert "largest joint motion so far 0.0000 rad" in text, text
     else:   # the states moved, the robot did not: the eye says so too
         assert picture and "[FAIL]" in picture[0], text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arm", ["left", "right"])
+def test_a_reversed_joint_5_is_caught_by_gravity_at_the_pose_set(tmp_path, arm) -> None:
+    """Joint 5 reversed carries 0.09-0.11 N m at the start pose and its jog: below the gravity
+    check. Stage 2's pose set turns joint 7 (the smallest move that loads joint 5): the residual
+    there names joint 5's sign, where the operator's picture cannot (joint 5 stands at its
+    zero); nothing moved but joint 7, and by less than pose_set_max_rad."""
+    from mj_manipulator_ros.hil.runners.gravity_poses import gravity_poses
+    from mj_manipulator_ros.hil.runners.joint_jog import gravity_models
+    from mj_manipulator_ros.hil.session import HilSession
+    from mj_manipulator_ros.hil.stages import load_protocol
+    from mj_manipulator_ros.model.limits import load_config_with_model
+
+    joint = f"openarm_{arm}_joint5"
+    cfg = faulted_config(tmp_path, {arm: {"sign_flip": [joint]}})
+    session = HilSession(load_config_with_model(str(cfg)), sim=True)
+    try:
+        session.bags_dir, session.stage = tmp_path / "bags", 2
+        session.pictures_dir = tmp_path / "pictures"
+        assert session.wait_for_joint_states(timeout=10.0)
+        shared = session.sim_node.shared
+        b = shared.scene.arms[arm]
+        start = shared.data.qpos[b.qpos_adr].copy()
+        seen = []
+        shared.add_observer(50.0, lambda snap: seen.append(
+            shared.data.qpos[b.qpos_adr].copy()))
+        results = gravity_poses(session, load_protocol().stage(2), gravity_models(session))
+    finally:
+        session.close()
+    failed = [r for r in results if not r.passed]
+    assert failed and failed[0].name == "pose_set_gravity", results
+    assert f"explained by: {arm} {joint} sign inverted" in failed[0].detail, failed[0].detail
+    assert f"{arm}/openarm_{arm}_joint7" in failed[0].subject, failed[0].subject
+    eye = [r for r in results if r.name == "pose_matches_picture"]
+    assert eye and all(r.passed for r in eye), eye     # the picture cannot see it there
+    travel = np.max(np.abs(np.array(seen) - start), axis=0)
+    names = list(b.joint_names)
+    assert travel[names.index(f"openarm_{arm}_joint7")] <= 0.8 + 0.01, travel
+    assert np.delete(travel, names.index(f"openarm_{arm}_joint7")).max() < 0.01, travel

@@ -40,6 +40,7 @@ def connected(session: "HilSession", stage: Stage, protocol: Protocol) -> list[C
         out.append(check(stage, "clock_offset", arm.name, abs(A.clock_offset(s))))
         out.extend(_stream(stage, arm.name, arm.joint_names, s))
     out.extend(_gravity_consistency(session, stage, samples))
+    out.extend(_identifiable(session, stage, protocol))
     if "scene" in session.config.extra or session.sim_node is not None:
         out.append(picture_check(session, stage, "every arm", "stage1_pose"))
     return out
@@ -117,6 +118,37 @@ def _gravity_consistency(session: "HilSession", stage: Stage, samples) -> list[C
         # (explained by crossed arms: the residual alone, not "no single joint fault")
         text = describe(arm.name, result, np.inf if detail else threshold, arm.joint_names)
         out.append(check(stage, "gravity_consistency", arm.name, result.worst, text + detail))
+    return out
+
+
+def _identifiable(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
+    """Before anything moves: per arm, each joint's sign margin at the measured pose and the
+    jogs to come, the pose set stage 2 adds, what is left to the eye (recorded, never
+    blocking: ``hil/identifiability.py``)."""
+    from mj_manipulator_ros.hil.runners.gravity_poses import planned_pose_set
+    from mj_manipulator_ros.hil.runners.joint_jog import gravity_models
+
+    try:
+        jogs = protocol.stage(2)
+    except Exception:   # a protocol without stage 2: no jogs, no pose set to plan
+        return []
+    models = gravity_models(session)
+    out = []
+    for arm in session.config.arms:
+        if arm.name not in models:
+            out.append(not_applicable(stage, "gravity_identifiable", arm.name, 0.0,
+                                      "no scene section: no model to weigh the arm with"))
+            continue
+        plan = planned_pose_set(session, jogs, arm.name, models[arm.name])
+        reach = plan.seen.copy()
+        for pose in plan.poses:
+            for j, m in pose.serves:
+                reach[j] = max(reach[j], m)
+        for j, m in plan.unseen:
+            reach[j] = max(reach[j], m)
+        want = jogs.params["pose_set_margin"] * jogs.check("pose_set_gravity").threshold
+        out.append(check(stage, "gravity_identifiable", arm.name, float(reach.min()),
+                         plan.describe(arm.joint_names, want), passed=True))
     return out
 
 

@@ -8,7 +8,8 @@ import numpy as np
 from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detail, worst
 from mj_manipulator_ros.hil.motions import out_and_back
-from mj_manipulator_ros.hil.runners.joint_jog import joint_jog
+from mj_manipulator_ros.hil.runners.gravity_poses import gravity_poses
+from mj_manipulator_ros.hil.runners.joint_jog import gravity_models, joint_jog
 from mj_manipulator_ros.hil.stages import Protocol, Stage
 from typing import TYPE_CHECKING
 
@@ -17,10 +18,14 @@ if TYPE_CHECKING:  # the session imports rclpy
 
 
 def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
-    """Every joint jogged alone first (``runners/joint_jog.py``); only when every joint passed,
-    each arm's out-and-back, ``runs`` times."""
+    """Every joint jogged alone first (``runners/joint_jog.py``), then the pose set where
+    gravity shows the signs the jogs could not (``runners/gravity_poses.py``); only when every
+    joint passed, each arm's out-and-back, ``runs`` times."""
     p = stage.params
     out = joint_jog(session, stage)
+    if not all(r.passed for r in out):
+        return out
+    out.extend(gravity_poses(session, stage, gravity_models(session)))
     if not all(r.passed for r in out):
         return out
     for arm in session.config.arm_names:

@@ -1,0 +1,124 @@
+"""Stage 2, after the jogs: the pose set, where gravity shows the sign of every joint the start
+pose and the jogs left unloaded (``hil/identifiability.py``).
+
+Each pose turns one joint of one arm from its start pose (the smallest such move that loads the
+joints left, at the jogs' speed, replay-checked against the other arms first); at rest there the
+arm's efforts are weighed against the model (``pose_set_gravity``, diagnosed as at stage 1) and
+the operator's eye compares the pose with its picture; then the arm goes back. The first pose
+that fails ends the stage there, after the move back.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mj_manipulator_ros.hil.check_result import CheckResult, check, not_applicable, report_detail
+from mj_manipulator_ros.hil.identifiability import PoseSet, pose_set
+from mj_manipulator_ros.hil.motions import return_to, toward_middle, with_holds
+from mj_manipulator_ros.hil.pose_picture import picture_check
+from mj_manipulator_ros.hil.stages import Stage
+
+if TYPE_CHECKING:  # the session imports rclpy
+    from mj_manipulator_ros.hil.session import HilSession
+
+
+def planned_pose_set(session: "HilSession", stage: Stage, arm: str, model) -> PoseSet:
+    """``arm``'s pose set from its measured pose, the jogs ``stage`` (stage 2) will make
+    counted as visited."""
+    p = stage.params
+    start, direction = toward_middle(session, arm)
+    jogs = [start + direction[j] * p["jog_rad"] * np.eye(len(start))[j]
+            for j in range(len(start))]
+    lower, upper = session.limits(arm)
+    want = p["pose_set_margin"] * stage.check("pose_set_gravity").threshold
+    return pose_set(model, start, jogs, lower, upper, want, p["pose_set_max_rad"])
+
+
+def gravity_poses(session: "HilSession", stage: Stage, models: dict) -> list[CheckResult]:
+    """Every arm's pose set visited (module docstring); ``models``: arm -> GravityModel."""
+    from mj_manipulator_ros.hil.gravity_check import describe
+
+    out: list[CheckResult] = []
+    threshold = stage.check("pose_set_gravity").threshold
+    pictures = "scene" in session.config.extra or session.sim_node is not None
+    for arm in session.config.arm_names:
+        names = session.config.arm(arm).joint_names
+        model = models.get(arm)
+        if model is None:
+            out.append(not_applicable(stage, "pose_set_gravity", arm, 0.0,
+                                      "no scene section: no model to weigh the arm with"))
+            continue
+        start = session.pose(arm)
+        plan = planned_pose_set(session, stage, arm, model)
+        if not plan.poses:
+            out.append(check(stage, "pose_set_gravity", arm, 0.0,
+                             "no pose needed: " + plan.describe(names, _want(stage))))
+            continue
+        for pose in plan.poses:
+            subject = f"{arm}/{names[pose.mover]} {pose.move:+.2f} rad"
+            move = session.move_plan({arm: pose.q})
+            if "scene" in session.config.extra:
+                replay = session.checker.check(timeline=with_holds(session, move),
+                                               mode="recorded")
+                if not replay.collision_free:
+                    out.append(check(stage, "pose_set_gravity", subject, None,
+                                     "the pose would collide, not visited: "
+                                     + replay.summary().splitlines()[0]))
+                    continue
+            report, samples = session.run(move, settle=stage.params["jog_settle_s"])
+            if not report.succeeded:
+                out.append(check(stage, "pose_set_gravity", subject, None,
+                                 f"the move to the pose failed: {report_detail(report)}"))
+                _back(session, arm, start, out, stage, subject)
+                return out
+            q, effort = _rest(session, names, stage.params["rest_window_s"])
+            if q is None:
+                out.append(check(stage, "pose_set_gravity", subject, None,
+                                 "no joint states of the arm at rest at the pose"))
+                _back(session, arm, start, out, stage, subject)
+                return out
+            if effort is None:
+                out.append(not_applicable(stage, "pose_set_gravity", subject, 0.0,
+                                          "the joint states carry no efforts"))
+            else:
+                result = model.residual(q, effort)
+                if result.worst > threshold:
+                    result = model.diagnose(q, effort)
+                shows = ", ".join(f"{names[j]} ({m:.2f} N m)" for j, m in pose.serves)
+                out.append(check(stage, "pose_set_gravity", subject, result.worst,
+                                 describe(arm, result, threshold, names)
+                                 + f" at the pose set's pose showing the sign of {shows}"))
+            if pictures:
+                out.append(picture_check(session, stage, subject,
+                                         f"stage2_pose_{arm}_{names[pose.mover]}",
+                                         {a: (q if a == arm else session.pose(a))
+                                          for a in session.config.arm_names}))
+            _back(session, arm, start, out, stage, subject)
+            if not all(r.passed for r in out):
+                return out
+    return out
+
+
+def _want(stage: Stage) -> float:
+    return stage.params["pose_set_margin"] * stage.check("pose_set_gravity").threshold
+
+
+def _rest(session: "HilSession", names, window: float):
+    """The arm's mean pose and effort (J,) over the last ``window`` s (effort None: none)."""
+    s = session.joint_states.samples(since=session.now() - window).arm(names)
+    if not len(s):
+        return None, None
+    effort = None if s.efforts is None or np.isnan(s.efforts).all() \
+        else np.nanmean(s.efforts, axis=0)
+    return s.positions.mean(axis=0), effort
+
+
+def _back(session: "HilSession", arm: str, start: np.ndarray, out: list, stage: Stage,
+          subject: str) -> None:
+    """Back to the start pose; a failure doing so is one more failed check."""
+    report = return_to(session, {arm: start})
+    if not report.succeeded:
+        out.append(check(stage, "pose_set_gravity", subject, None,
+                         f"moving back to the start pose failed: {report_detail(report)}"))
