@@ -126,7 +126,13 @@ def test_wiring_faults_are_checked_by_name(tmp_path) -> None:
                           ({"left": {"swap_joints": ["openarm_left_joint1"]}},
                            "expected two different joints"),
                           ({"left": {"scale": {"openarm_left_joint1": 0.0}}}, "factor > 0"),
-                          ({"crossed_arms": ["left", "left"]}, "two different arms")):
+                          ({"crossed_arms": ["left", "left"]}, "two different arms"),
+                          ({"left": {"link_mass_scale": {"elbow": 1.2}}},
+                           "link_mass_scale: 'elbow' is not a joint of arm 'left'"),
+                          ({"left": {"link_mass_scale": {"openarm_left_joint2": 0.0}}},
+                           "factor > 0"),
+                          ({"left": {"payload_offset_m": [0.0, 0.1]}}, r"expected \[x, y, z\]"),
+                          ({"left": {"payload_kg": -1.0}}, "payload_kg")):
         data["sim"]["faults"] = faults
         with pytest.raises(ConfigError, match=match):
             sim_config(config_from_mapping(data, "t"))

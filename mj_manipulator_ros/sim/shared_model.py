@@ -22,6 +22,8 @@ rates in simulated time, with a snapshot copied under the lock and the lock rele
 from __future__ import annotations
 
 import collections
+import copy
+import dataclasses
 import errno
 import math
 import os
@@ -43,6 +45,7 @@ from mj_manipulator_ros.sim.cosim import CoSim, build_cosim
 from mj_manipulator_ros.sim.lag_warning import LagThreshold, LagWarnings, warn_lag_s
 from mj_manipulator_ros.sim.sim_clock import SimClock, SimHealth
 from mj_manipulator_ros.sim.miswiring import Wiring
+from mj_manipulator_ros.sim.model_mismatch import apply_mismatch, has_mismatch
 from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig, SimSettings
 from mj_manipulator_ros.sim.trajectory_follower import KERNEL as FOLLOW_KERNEL
 
@@ -143,6 +146,9 @@ class SharedModel:
     def __init__(self, scene: Scene, settings: SimSettings = SimSettings(),
                  clock: Optional[SimClock] = None, compiled: bool = True,
                  warn_lag: Optional[LagThreshold] = None) -> None:
+        if has_mismatch(settings.faults):   # the simulated arm's load, not the model's
+            scene = dataclasses.replace(scene, model=copy.deepcopy(scene.model))
+            apply_mismatch(scene.model, scene, settings.faults)
         self.scene = scene
         self.model = scene.model
         self.data = scene.initial_data()

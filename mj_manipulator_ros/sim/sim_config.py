@@ -96,6 +96,17 @@ class ArmFaults:
     force_limit: Mapping[str, float] = field(default_factory=dict, metadata={
         "doc": "joint -> N m: the joint's actuators together apply at most this (a torque "
                "limit set too low to hold the arm); not under sim.physics cosim"})
+    # the arm's real load against the model the checks use (sim/model_mismatch.py): applied to
+    # the simulator's own copy of the model when it starts
+    link_mass_scale: Mapping[str, float] = field(default_factory=dict, metadata={
+        "doc": "joint -> k: the link that joint moves (its child body) weighs k times the "
+               "model's, its inertia alike, its centre of mass where the model has it (a model "
+               "whose masses are off: openarm_description#49)"})
+    payload_kg: float = field(default=0.0, metadata={
+        "doc": "a point mass carried by the arm's last link (the body its last joint moves), "
+               "kg", "min": 0.0})
+    payload_offset_m: tuple[float, ...] = field(default=(0.0, 0.0, 0.0), metadata={
+        "doc": "where the payload sits in that body's frame, m (x, y, z)"})
     # the joint-state stream and the controller's clock; times are physics time since the
     # simulator started (s); each can repeat (``*_every_s``: an intermittent fault)
     joint_state_gap_s: float = field(default=0.0, metadata={
@@ -324,7 +335,8 @@ def _check_wiring(faults: ArmFaults, config: ExecutorConfig, arm: str) -> None:
     joints = config.arm(arm).joint_names
     named = {"swap_joints": faults.swap_joints, "sign_flip": faults.sign_flip,
              "zero_offset": tuple(faults.zero_offset), "scale": tuple(faults.scale),
-             "force_limit": tuple(faults.force_limit)}
+             "force_limit": tuple(faults.force_limit),
+             "link_mass_scale": tuple(faults.link_mass_scale)}
     for key, names in named.items():
         for j in names:
             if j not in joints:
@@ -340,6 +352,13 @@ def _check_wiring(faults: ArmFaults, config: ExecutorConfig, arm: str) -> None:
     for j, n in faults.force_limit.items():
         if not n >= 0:
             raise ConfigError(f"sim.faults.{arm}.force_limit.{j}: expected N m >= 0, got {n}")
+    for j, k in faults.link_mass_scale.items():
+        if not k > 0:
+            raise ConfigError(f"sim.faults.{arm}.link_mass_scale.{j}: expected a factor > 0, "
+                              f"got {k}")
+    if len(faults.payload_offset_m) != 3:
+        raise ConfigError(f"sim.faults.{arm}.payload_offset_m: expected [x, y, z] in m, got "
+                          f"{list(faults.payload_offset_m)}")
 
 
 def _check_bandwidths(hz_by_joint: Mapping, config: ExecutorConfig, arm: str) -> None:

@@ -79,7 +79,8 @@ DIAGNOSTICS_PERIOD_S = 1.0
 from mj_manipulator_ros.sim.miswiring import WIRING_FAULTS
 
 #: ArmFaults fields applied when the simulator starts (set_faults refuses them)
-STARTUP_FAULTS = (*WIRING_FAULTS, "force_limit", "command_latency_s")
+STARTUP_FAULTS = (*WIRING_FAULTS, "force_limit", "command_latency_s", "link_mass_scale",
+                  "payload_kg", "payload_offset_m")
 from mj_manipulator_ros.sim.sim_config import SimConfig
 
 
