@@ -1,0 +1,230 @@
+"""The arm's real load, measured: from its efforts at rest in several poses, the gravity
+parameters its model gets wrong, with their uncertainty, and the corrected model.
+
+At rest each joint's actuator carries the arm's weight. The weight is linear in the masses and
+first moments of the links, so with the model's gravity load split per fitted link,
+
+    effort(q) = rest(q) + sum_b s_b G_b(q) + Y_m(q) m_p + Y_c(q) (m_p c_p) + e
+
+- ``G_b``: the model's gravity load of link ``b`` alone (the body its joint moves, at the
+  model's mass and centre of mass); ``s_b`` its mass factor (1: the model is right);
+- ``m_p``, ``m_p c_p``: a payload at the arm's last link, its mass (kg) and first moment (kg m,
+  in that body's frame): whatever the last link carries beyond the model (a gripper, a tool, a
+  cable);
+- ``rest``: everything not fitted, as the model has it;
+- ``e``: what none of it explains (static friction carrying part of the load at rest, sensor
+  noise), taken as independent with one variance.
+
+Stacked over poses and joints this is ordinary least squares: the estimate, its covariance
+``sigma^2 (A^T A)^-1`` with ``sigma^2 = RSS / (n - p)``, and per parameter its standard error.
+A parameter the poses do not excite (a column the others nearly repeat) gets a large one: the
+poses, not the fit, must change (:func:`load_poses` picks poses that make ``A^T A`` large).
+
+Shapes: (J,) per arm, poses (P, J), the regressor (P J, K). Units: N m, kg, m.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import mujoco
+import numpy as np
+
+#: the payload's parameters, after the mass factors
+PAYLOAD = ("payload_kg", "payload_kgm_x", "payload_kgm_y", "payload_kgm_z")
+
+
+class LoadRegressor:
+    """The linear gravity model of one arm (module docstring) on its own copy of the scene's
+    model (the GravityModel's, contacts and constraints off).
+
+    Args:
+        gravity: the arm's :class:`~mj_manipulator_ros.hil.gravity_check.GravityModel`.
+        links: the joints whose child bodies' masses are fitted (default: every joint).
+    """
+
+    def __init__(self, gravity, scene, arm: str, links: Sequence[str] = ()) -> None:
+        self.gravity = gravity
+        model = gravity.model
+        binding = scene.arms[arm]
+        names = list(binding.joint_names)
+        self.links = tuple(links) or tuple(names)
+        self.bodies = [int(model.jnt_bodyid[binding.joint_ids[names.index(j)]])
+                       for j in self.links]
+        self.hand = int(model.jnt_bodyid[binding.joint_ids[-1]])
+        self.names = tuple(f"mass_factor:{j}" for j in self.links) + PAYLOAD
+        self._g = np.asarray(model.opt.gravity, dtype=float)
+        nv = model.nv
+        self._jacp, self._jacr = np.zeros((3, nv)), np.zeros((3, nv))
+
+    def rows(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """At pose ``q`` (J,): the regressor rows (J, K) and the part not fitted (J,), N m."""
+        g = self.gravity
+        expected = g.expected(q)                 # runs mj_forward at q on g.data
+        m, d, dofs = g.model, g.data, g.dof_adr
+        cols = []
+        for b in self.bodies:                    # the model's load of link b alone
+            mujoco.mj_jacBodyCom(m, d, self._jacp, None, b)
+            cols.append(-self._jacp[:, dofs].T @ (m.body_mass[b] * self._g))
+        fitted = np.sum(cols, axis=0) if cols else np.zeros(len(dofs))
+        mujoco.mj_jac(m, d, self._jacp, self._jacr, d.xpos[self.hand], self.hand)
+        jv, jw = self._jacp[:, dofs], self._jacr[:, dofs]
+        cols.append(-jv.T @ self._g)             # per kg at the last link's origin
+        rot = d.xmat[self.hand].reshape(3, 3)
+        for k in range(3):                       # per kg m of first moment along its axis k
+            cols.append(-jw.T @ np.cross(rot[:, k], self._g))
+        return np.stack(cols, axis=1), expected - fitted
+
+    def predict(self, q: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """The effort at rest (J,) at ``q`` under parameters ``theta`` (K,)."""
+        a, rest = self.rows(q)
+        return rest + a @ theta
+
+    def nominal(self) -> np.ndarray:
+        """The model's own parameters: every factor 1, no payload."""
+        return np.concatenate([np.ones(len(self.bodies)), np.zeros(len(PAYLOAD))])
+
+
+@dataclass(frozen=True)
+class LoadFit:
+    """The fitted parameters (K,) with their standard errors, the residual's RMS (N m) and
+    how many equations (poses x joints) they rest on."""
+
+    names: tuple[str, ...]
+    estimate: np.ndarray
+    std: np.ndarray
+    rms: float
+    equations: int
+
+    def describe(self) -> str:
+        parts = []
+        for n, v, s in zip(self.names, self.estimate, self.std):
+            what = f"{n.split(':')[1]}'s link x" if n.startswith("mass_factor:") else f"{n} "
+            parts.append(f"{what}{v:.3f} +- {s:.3f}")
+        return (f"{'; '.join(parts)} (1 sigma; residual RMS {self.rms:.3f} N m over "
+                f"{self.equations} equations)")
+
+    def overlay(self, regressor: LoadRegressor, scene) -> dict:
+        """The corrected model as an overlay: per body, its mass (kg) and centre of mass (m,
+        body frame), the payload folded into the last link (what :func:`apply_overlay`
+        reads)."""
+        m = regressor.gravity.model
+        bodies = {}
+        for b, s in zip(regressor.bodies, self.estimate):
+            bodies[int(b)] = {"mass": float(m.body_mass[b] * s),
+                              "com": [float(x) for x in m.body_ipos[b]]}
+        mp, moment = float(self.estimate[-4]), np.asarray(self.estimate[-3:], dtype=float)
+        h = regressor.hand
+        base = bodies.get(h, {"mass": float(m.body_mass[h]),
+                              "com": [float(x) for x in m.body_ipos[h]]})
+        total = base["mass"] + mp
+        com = (base["mass"] * np.asarray(base["com"]) + moment) / total
+        bodies[h] = {"mass": float(total), "com": [float(x) for x in com]}
+        return {"bodies": {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b): v
+                           for b, v in bodies.items()},
+                "fit": {n: {"estimate": float(v), "std": float(s)}
+                        for n, v, s in zip(self.names, self.estimate, self.std)},
+                "residual_rms_nm": self.rms}
+
+
+def fit_load(regressor: LoadRegressor, poses: np.ndarray, efforts: np.ndarray) -> LoadFit:
+    """Least squares over ``poses`` (P, J) and the efforts measured at rest there (P, J)."""
+    a_rows, b_rows = [], []
+    for q, e in zip(poses, efforts):
+        a, rest = regressor.rows(np.asarray(q, dtype=float))
+        a_rows.append(a)
+        b_rows.append(np.asarray(e, dtype=float) - rest)
+    a, b = np.concatenate(a_rows), np.concatenate(b_rows)
+    theta, *_ = np.linalg.lstsq(a, b, rcond=None)
+    dof = max(1, a.shape[0] - a.shape[1])
+    residual = b - a @ theta
+    sigma2 = float(residual @ residual) / dof
+    cov = sigma2 * np.linalg.pinv(a.T @ a)
+    return LoadFit(regressor.names, theta, np.sqrt(np.maximum(np.diag(cov), 0.0)),
+                   float(np.sqrt(np.mean(residual ** 2))), a.shape[0])
+
+
+def load_poses(regressor: LoadRegressor, start: np.ndarray, lower: np.ndarray,
+               upper: np.ndarray, count: int, max_move: float,
+               movers: Sequence[int] = (), free=None) -> list[np.ndarray]:
+    """``count`` poses (each the start pose with one or two joints turned by up to
+    ``max_move``, inside the limits, and ``free(q)`` where given: no collision) picked greedily
+    to make ``A^T A`` of the fit large (D-optimal: the largest log-determinant, a ridge keeping
+    the first picks defined); the start pose first."""
+    n = len(start)
+    movers = list(movers) or list(range(n))
+    steps = [s * max_move for s in (-1.0, -0.5, 0.5, 1.0)]
+    candidates = []
+    for i, k in enumerate(movers):
+        for d in steps:
+            q = np.array(start, dtype=float)
+            q[k] += d
+            candidates.append(q)
+            for k2 in movers[i + 1:]:
+                for d2 in steps:
+                    q2 = q.copy()
+                    q2[k2] += d2
+                    candidates.append(q2)
+    margin = 0.05
+    candidates = [q for q in candidates
+                  if np.all(q >= lower + margin) and np.all(q <= upper - margin)
+                  and (free is None or free(q))]
+    rows = [regressor.rows(q)[0] for q in candidates]
+    chosen = [np.array(start, dtype=float)]
+    info = regressor.rows(chosen[0])[0]
+    info = info.T @ info + 1e-6 * np.eye(info.shape[1])
+    left = list(range(len(candidates)))
+    while len(chosen) < count and left:
+        gains = [np.linalg.slogdet(info + rows[i].T @ rows[i])[1] for i in left]
+        best = left.pop(int(np.argmax(gains)))
+        chosen.append(candidates[best])
+        info = info + rows[best].T @ rows[best]
+    return chosen
+
+
+def contact_free(scene, arm: str, margin: float = 0.01):
+    """A predicate: does the arm at pose ``q`` (J,), the rest of the scene at its initial pose,
+    stay ``margin`` m clear of every body it does not touch there already (the scene's model,
+    its own MjData: MuJoCo's contacts within the margin)."""
+    model = scene.model
+    data = mujoco.MjData(model)
+    binding = scene.arms[arm]
+    bodies = set(binding.body_ids)
+
+    def touching(q=None) -> set:
+        data.qpos[:] = scene.initial_qpos
+        if q is not None:
+            data.qpos[np.asarray(binding.qpos_adr)] = q
+        saved = model.geom_margin.copy()
+        model.geom_margin[:] = margin
+        try:
+            mujoco.mj_forward(model, data)
+        finally:
+            model.geom_margin[:] = saved
+        pairs = set()
+        for c in data.contact[:data.ncon]:
+            a, b = int(model.geom_bodyid[c.geom1]), int(model.geom_bodyid[c.geom2])
+            if a in bodies or b in bodies:
+                pairs.add((min(a, b), max(a, b)))
+        return pairs
+
+    already = touching()
+
+    def free(q: np.ndarray) -> bool:
+        return not (touching(q) - already)
+    return free
+
+
+def apply_overlay(model: mujoco.MjModel, overlay: dict) -> None:
+    """Set the bodies' masses and centres of mass an overlay says (in place), and recompute
+    the model's derived constants."""
+    for name, v in overlay["bodies"].items():
+        b = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        if b < 0:
+            raise KeyError(f"overlay body {name!r} is not in the model")
+        if model.body_mass[b] > 0:   # the rotational inertia scales with the mass
+            model.body_inertia[b] *= v["mass"] / model.body_mass[b]
+        model.body_mass[b] = v["mass"]
+        model.body_ipos[b] = v["com"]
+    mujoco.mj_setConst(model, mujoco.MjData(model))
