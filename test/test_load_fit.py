@@ -34,7 +34,7 @@ def faulted():
     nominal = SharedModel.from_config(config("position"))
     friction = nominal.model.dof_frictionloss[nominal.scene.arms[ARM].dof_adr] + SETTLING
     gravity = GravityModel(nominal.scene, ARM)
-    regressor = LoadRegressor(gravity, nominal.scene, ARM, links=[f"{J}{k}" for k in (2, 3, 4)])
+    regressor = LoadRegressor(gravity, links=[f"{J}{k}" for k in (2, 3, 4)])
     sim = SharedModel.from_config(config("position", FAULT))
     settle(sim)
     b = nominal.scene.arms[ARM]
@@ -92,7 +92,7 @@ def test_the_overlay_is_the_fit_in_the_model(faulted) -> None:
     MuJoCo's own gravity load there equals the fit's prediction."""
     nominal, regressor, (q, e), (qh, _), _ = faulted
     fit = fit_load(regressor, q, e)
-    overlay = fit.overlay(regressor, nominal.scene)
+    overlay = fit.overlay(regressor)
     corrected = copy.copy(nominal.scene)
     corrected.model = copy.deepcopy(nominal.scene.model)
     apply_overlay(corrected.model, overlay)
@@ -103,3 +103,32 @@ def test_the_overlay_is_the_fit_in_the_model(faulted) -> None:
     with pytest.raises(KeyError, match="not in the model"):
         apply_overlay(corrected.model, {"bodies": {"no_such_body": {"mass": 1.0,
                                                                     "com": [0, 0, 0]}}})
+
+
+@pytest.mark.parametrize("arm", ["left", "right"])
+def test_standing_still_a_heavier_arm_is_named_as_a_load_not_a_joint_fault(arm) -> None:
+    """One pose, no motion: links 2-4 15 % heavier and 0.3 kg at the last link. A single-joint
+    fault half explains it (on the left a 0.28 rad zero offset at the elbow leaves 0.24 N m);
+    the load leaves less and is said first, the joint fault as the alternative. A true zero
+    offset of the same size is still named as one (the load then leaves more)."""
+    from mj_manipulator_ros.hil.gravity_check import describe
+
+    j = f"openarm_{arm}_joint"
+    cases = {"load": {arm: {"link_mass_scale": {f"{j}{k}": 1.15 for k in (2, 3, 4)},
+                            "payload_kg": 0.3}},
+             "offset": {arm: {"zero_offset": {f"{j}4": 0.28}}}}
+    nominal = SharedModel.from_config(config("position"))
+    gravity = GravityModel(nominal.scene, arm)
+    said = {}
+    for name, faults in cases.items():
+        sim = SharedModel.from_config(config("position", faults))
+        settle(sim, 1.0)
+        s = sim.snapshot().arms[arm]
+        result = gravity.diagnose(s.positions, s.efforts)
+        said[name] = (result, describe(arm, result, 0.25, gravity.joint_names))
+    load, text = said["load"]
+    assert load.diagnosis.startswith("the arm ") and "kg heavier at its last link" in text, text
+    assert load.explained < 0.25 and load.explained < load.alternative_explained, text
+    offset, text = said["offset"]
+    assert offset.diagnosis == f"{j}4 zero offset about +0.280 rad", text
+    assert offset.explained < 0.01 < offset.alternative_explained, text

@@ -10,7 +10,13 @@ too low) leaves a residual ``effort - expected`` on the loaded joints.
 The residual says that something is wrong; :func:`diagnose` says what: it tries each
 single-fault explanation on the arm (a sign flip of one joint, a swap of two, a zero offset or a
 gear factor of one, fitted on a grid), maps the measured state back to what the joints would
-truly be under it, and keeps the explanation that leaves the smallest residual. Nothing moves;
+truly be under it, and keeps the explanation that leaves the smallest residual. One more
+explanation competes: the arm heavier (or lighter) than the model, as a payload at its last
+link (its mass and first moment fitted to the residual, ``hil/load_fit.py``): a model whose
+masses are off, or a tool it lacks. Whichever leaves less is said first; the other too when it
+also explains the residual (a wrong mass and a joint fault can look alike from one pose: a
+zero offset of 0.28 rad at the left elbow leaves 0.24 N m of a 15 % heavier upper arm and a 0.3
+kg payload, the load 0.08; the picture tells them apart, where the offset moves the arm). Nothing moves;
 only faults that change the gravity load are visible (a joint that carries no load in the pose
 needs the operator's eye: stage 2's picture).
 
@@ -43,6 +49,8 @@ class GravityResidual:
         diagnosis: the best single-fault explanation ("" when none beats the plain residual).
         explained: the largest |residual| left under that explanation.
         estimate: its fitted value (offset rad, or factor), NaN for a flip or swap.
+        alternative, alternative_explained: the runner-up explanation ("" when none) and
+            the largest |residual| it leaves.
     """
 
     expected: np.ndarray
@@ -52,6 +60,8 @@ class GravityResidual:
     diagnosis: str = ""
     explained: float = float("nan")
     estimate: float = float("nan")
+    alternative: str = ""
+    alternative_explained: float = float("nan")
 
     @property
     def worst(self) -> float:
@@ -121,11 +131,21 @@ class GravityModel:
             q1[[a, b]], e1[[a, b]] = q[[b, a]], effort[[b, a]]
             best = min(best, (self._left(q1, e1), f"{names[a]} and {names[b]} swapped",
                               float("nan")))
+        from mj_manipulator_ros.hil.load_fit import LoadRegressor, payload_explanation
+
+        mass, load_left = payload_explanation(LoadRegressor(self, links=()), q, effort)
+        load = (f"the arm {abs(mass):.2f} kg {'heavier' if mass >= 0 else 'lighter'} at its "
+                "last link than the model carries (or its links' masses off: the model's "
+                "masses, a tool the model lacks; hil/load_fit.py measures the load over poses)")
         left, diagnosis, estimate = best
+        if load_left < left:
+            return GravityResidual(base.expected, base.measured, base.residual,
+                                   base.worst_joint, load, load_left, mass,
+                                   diagnosis, left)
         if not diagnosis:
             return base
         return GravityResidual(base.expected, base.measured, base.residual, base.worst_joint,
-                               diagnosis, left, estimate)
+                               diagnosis, left, estimate, load, load_left)
 
     def _left(self, q: np.ndarray, effort: np.ndarray) -> float:
         return float(np.max(np.abs(effort - self.expected(q))))
@@ -143,8 +163,13 @@ def describe(arm: str, result: GravityResidual, threshold: float,
             f"{result.measured[list(joint_names).index(result.worst_joint)]:+.3f}, model "
             f"{result.expected[list(joint_names).index(result.worst_joint)]:+.3f})")
     if result.diagnosis and result.worst > threshold and result.explained <= threshold:
-        text += (f"; explained by: {arm} {result.diagnosis} (residual {result.explained:.3f} "
-                 "N m under it)")
+        subject = "" if result.diagnosis.startswith("the arm ") else f"{arm} "
+        text += (f"; explained by: {subject}{result.diagnosis} (residual "
+                 f"{result.explained:.3f} N m under it)")
+        if result.alternative and result.alternative_explained <= threshold:
+            subject = "" if result.alternative.startswith("the arm ") else f"{arm} "
+            text += (f"; or by: {subject}{result.alternative} (residual "
+                     f"{result.alternative_explained:.3f} N m under it)")
     elif result.worst > threshold:
         text += ("; no single joint fault explains it: check gravity compensation, force "
                  "limits and the model's masses")

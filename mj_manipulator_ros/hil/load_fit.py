@@ -26,7 +26,7 @@ Shapes: (J,) per arm, poses (P, J), the regressor (P J, K). Units: N m, kg, m.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 import mujoco
 import numpy as np
@@ -41,18 +41,18 @@ class LoadRegressor:
 
     Args:
         gravity: the arm's :class:`~mj_manipulator_ros.hil.gravity_check.GravityModel`.
-        links: the joints whose child bodies' masses are fitted (default: every joint).
+        links: the joints whose child bodies' masses are fitted (None: every joint; empty:
+            none, the payload alone).
     """
 
-    def __init__(self, gravity, scene, arm: str, links: Sequence[str] = ()) -> None:
+    def __init__(self, gravity, links: Optional[Sequence[str]] = None) -> None:
         self.gravity = gravity
         model = gravity.model
-        binding = scene.arms[arm]
-        names = list(binding.joint_names)
-        self.links = tuple(links) or tuple(names)
-        self.bodies = [int(model.jnt_bodyid[binding.joint_ids[names.index(j)]])
-                       for j in self.links]
-        self.hand = int(model.jnt_bodyid[binding.joint_ids[-1]])
+        names = list(gravity.joint_names)
+        joint_ids = [int(model.dof_jntid[d]) for d in gravity.dof_adr]
+        self.links = tuple(names if links is None else links)
+        self.bodies = [int(model.jnt_bodyid[joint_ids[names.index(j)]]) for j in self.links]
+        self.hand = int(model.jnt_bodyid[joint_ids[-1]])
         self.names = tuple(f"mass_factor:{j}" for j in self.links) + PAYLOAD
         self._g = np.asarray(model.opt.gravity, dtype=float)
         nv = model.nv
@@ -105,7 +105,7 @@ class LoadFit:
         return (f"{'; '.join(parts)} (1 sigma; residual RMS {self.rms:.3f} N m over "
                 f"{self.equations} equations)")
 
-    def overlay(self, regressor: LoadRegressor, scene) -> dict:
+    def overlay(self, regressor: LoadRegressor) -> dict:
         """The corrected model as an overlay: per body, its mass (kg) and centre of mass (m,
         body frame), the payload folded into the last link (what :func:`apply_overlay`
         reads)."""
@@ -126,6 +126,18 @@ class LoadFit:
                 "fit": {n: {"estimate": float(v), "std": float(s)}
                         for n, v, s in zip(self.names, self.estimate, self.std)},
                 "residual_rms_nm": self.rms}
+
+
+def payload_explanation(regressor: LoadRegressor, q: np.ndarray,
+                        effort: np.ndarray) -> tuple[float, float]:
+    """At one pose: the payload mass at the last link (kg; negative: the arm lighter than the
+    model) and first moment that best explain ``effort`` (J,) at ``q``, by least squares (4
+    unknowns, J equations); returns (mass, the largest |residual| left, N m)."""
+    a, rest = regressor.rows(np.asarray(q, dtype=float))
+    k = len(regressor.bodies)
+    b = np.asarray(effort, dtype=float) - rest - a[:, :k].sum(axis=1)
+    theta, *_ = np.linalg.lstsq(a[:, k:], b, rcond=None)
+    return float(theta[0]), float(np.max(np.abs(b - a[:, k:] @ theta)))
 
 
 def fit_load(regressor: LoadRegressor, poses: np.ndarray, efforts: np.ndarray) -> LoadFit:
