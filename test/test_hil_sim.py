@@ -425,6 +425,7 @@ def test_a_force_limit_below_the_load_fails_the_jog_by_name(tmp_path) -> None:
     assert code == 1 and "stage 2 FAILED" in text, text
     assert "stage 1 FAILED" not in text, text
     assert f"[FAIL] jog_response left/{J}1" in text and "did not follow" in text, text
+    assert "[FAIL] jog_observed" not in text, text   # it pushed: not a dead wire
     motion = float(text.split("largest joint motion so far ")[1].split()[0])
     assert motion <= 0.1, text
     # rehearsed: the failed stage says how the simulator kept time, in words and in the records

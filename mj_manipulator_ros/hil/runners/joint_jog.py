@@ -49,6 +49,12 @@ NEVER_RAN = (FailureReason.GOAL_REJECTED, FailureReason.SERVER_UNAVAILABLE,
              FailureReason.NO_RESPONSE, FailureReason.LATE_ACCEPTANCE,
              FailureReason.CLOCK_UNAVAILABLE)
 
+#: a controller that answers a jog it cannot make with one of these (a tolerance violated, an
+#: error code) is looking at the joint: its silence about a joint that stayed is what a dead
+#: wire looks like, not its complaint
+CONTROLLER_COMPLAINED = (FailureReason.ABORTED, FailureReason.ERROR_CODE,
+                         FailureReason.GOAL_REJECTED)
+
 if TYPE_CHECKING:  # the session imports rclpy
     from mj_manipulator_ros.hil.session import HilSession
 
@@ -179,9 +185,14 @@ class _Jogger:
         e0, e1 = before[arm][1], after[arm][1]
         pushed = float(np.max(np.abs(e1 - e0))) if e0 is not None and e1 is not None \
             else float("nan")
-        if report.succeeded and abs(gain) < 0.2 and pushed <= p["still_effort_nm"]:
+        f = report.first_failure
+        complained = f is not None and f.reason in CONTROLLER_COMPLAINED
+        if not complained and abs(gain) < 0.2 and pushed <= p["still_effort_nm"]:
+            said = ("reported {arm}'s jog succeeded" if report.succeeded else
+                    f"reported nothing wrong with {arm}'s jog (the executor stopped it: "
+                    f"{f.reason.value})").format(arm=arm)
             return check(st, "jog_observed", f"{arm}/{name}", lag,
-                         f"the controller reported {arm}'s jog succeeded, yet {name} stayed "
+                         f"the controller {said}, yet {name} stayed "
                          f"({gain:+.2f} x its command) and no joint of {arm} pushed (efforts "
                          f"changed {pushed:.3f} N m at most, still_effort_nm "
                          f"{p['still_effort_nm']:g}): the commands reach no motor (motors "
