@@ -7,9 +7,10 @@ joint, or the arm and the kind, as ``expect`` says), at which stage, the largest
 motion before the stop (``rehearse_faults.PhysicalMotion``: the simulator's physical joints,
 what an eye on the robot sees) against one jog, and the wall time. Healthy trials must pass.
 
-What runs less than the protocol as shipped (time: the suite's settings, ``test_hil_sim.py``):
-stage 1 listens 2 s (not 4); stage 2's small motion runs 2 times (not 10). Every check and
-threshold is the shipped one. ``--start-lead`` sets ``execution.start_lead_s`` (the remedy the
+What runs less than the protocol as shipped (time): stage 2's small motion runs 2 times (not
+10). Every check and threshold is the shipped one; stage 1 listens its shipped 4 s (at 2 s, as
+the suite's rehearsal, a stream fault repeating every 2 s fell outside the window: a campaign
+trial passed stage 1 with a joint-state drop). ``--start-lead`` sets ``execution.start_lead_s`` (the remedy the
 bring-up names for goals taken after their start on a loaded machine: two campaigns side by
 side on 2 cores made healthy jogs late at the shipped 0.25 s).
 
@@ -45,9 +46,8 @@ import yaml  # noqa: E402
 from rehearse_faults import rehearse  # noqa: E402
 from mj_manipulator_ros.resources import config_file  # noqa: E402
 
-#: the suite's repetitions (every check and threshold as shipped)
-REPETITIONS = {"connected": {"params": {"listen_s": 2.0}},
-               "small_motion": {"params": {"runs": 2}, "checks": {"clean_runs": 2}}}
+#: fewer small-motion runs (every check and threshold as shipped)
+REPETITIONS = {"small_motion": {"params": {"runs": 2}, "checks": {"clean_runs": 2}}}
 #: one jog (hil/stages.yaml, stage 2's jog_rad), rad; a trial's motion bound is one jog of the
 #: faulted joint as it executes it (a joint geared k: k jogs), plus 10 mrad of settling
 JOG = 0.1
@@ -228,8 +228,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         "by_kind": {k: {"trials": sum(t["kind"] == k for t in faulted),
                         "named": sum(t["named"] for t in faulted if t["kind"] == k)}
                     for k in sorted({t["kind"] for t in faulted})},
-        "conditions": "hil --sim --yes --through 2 per trial, this machine (2 cores), stage 1 "
-                      "listening 2 s, stage 2's small motion 2 runs",
+        "conditions": "hil --sim --yes --through 2 per trial, this machine (2 cores), stage "
+                      "2's small motion 2 runs",
         "kind_unnamed": [(t["kind"], t["arm"], t["joint"], (t["failures"] or [""])[0][:160])
                          for t in faulted if not t["kind_named"]],
         "over_one_jog": [(t["kind"], t["arm"], t["joint"], t["size"],
