@@ -49,6 +49,9 @@ NEVER_RAN = (FailureReason.GOAL_REJECTED, FailureReason.SERVER_UNAVAILABLE,
              FailureReason.NO_RESPONSE, FailureReason.LATE_ACCEPTANCE,
              FailureReason.CLOCK_UNAVAILABLE)
 
+#: how long a rest window's states are waited for, s of the controllers' clock
+REST_WAIT_S = 1.0
+
 #: a controller that answers a jog it cannot make with one of these (a tolerance violated, an
 #: error code) is looking at the joint: its silence about a joint that stayed is what a dead
 #: wire looks like, not its complaint
@@ -75,8 +78,18 @@ class _Jogger:
         self.last = None   # the latest move: (its trajectory, the joint states over its run)
 
     def rest(self) -> dict[str, tuple[np.ndarray, Optional[np.ndarray]]]:
-        """Every arm's mean pose and effort (J,) over the last ``rest_window_s``."""
-        samples = self.session.joint_states.samples(since=self.session.now() - self.window)
+        """Every arm's mean pose and effort (J,) over the last ``rest_window_s``. States of the
+        window that have not arrived yet (a loaded receiver delivers late) are waited for, up
+        to REST_WAIT_S of the controllers' clock; an arm with none then reads its latest pose
+        and no effort (what needs the effort is then not judged)."""
+        since = self.session.now() - self.window
+        waited = self.session.now() + REST_WAIT_S
+        while True:
+            samples = self.session.joint_states.samples(since=since)
+            if all(len(samples.arm(j)) for j in self.arms.values()) or \
+                    self.session.now() >= waited:
+                break
+            self.session.sleep(0.01)
         out = {}
         for arm, joints in self.arms.items():
             s = samples.arm(joints)
