@@ -9,7 +9,7 @@ from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detail, worst
 from mj_manipulator_ros.hil.motions import out_and_back
 from mj_manipulator_ros.hil.runners.gravity_poses import gravity_poses
-from mj_manipulator_ros.hil.runners.joint_jog import gravity_models, joint_jog
+from mj_manipulator_ros.hil.runners.joint_jog import NEVER_RAN, gravity_models, joint_jog
 from mj_manipulator_ros.hil.stages import Protocol, Stage
 from typing import TYPE_CHECKING
 
@@ -31,7 +31,7 @@ def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
     for arm in session.config.arm_names:
         start = session.pose(arm)
         plan = out_and_back(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])
-        clean, tracks, returns, detail = 0, [], [], ""
+        clean, tracks, returns, detail, never = 0, [], [], "", ""
         for run in range(int(p["runs"])):
             report, samples = session.run(plan)
             s = samples.arm(session.config.arm(arm).joint_names)
@@ -39,12 +39,20 @@ def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> lis
             back = float(np.max(np.abs(session.pose(arm) - start)))
             tracks.append(track)
             returns.append(back)
+            f = report.first_failure
+            if not report.succeeded and f is not None and f.reason in NEVER_RAN:
+                never = (f"run {run + 1}'s goal never ran ({f.reason.value}): the arm was not "
+                         f"judged on it, nothing about it is known: {report_detail(report)}")
+                break
             ok = (report.succeeded and track <= stage.check("tracking_error").threshold
                   and back <= stage.check("returned_to_start").threshold)
             if not ok:
                 detail = f"run {run + 1}: " + report_detail(report)
                 break
             clean += 1
+        if never:   # as a jog that never ran: said as it is, the arm not blamed
+            out.append(check(stage, "clean_runs", arm, None, f"{clean} clean run(s), then {never}"))
+            continue
         out.append(check(stage, "clean_runs", arm, float(clean), detail))
         out.append(check(stage, "tracking_error", arm, worst(tracks)))
         out.append(check(stage, "returned_to_start", arm, worst(returns)))
