@@ -603,3 +603,37 @@ def test_a_small_motion_whose_goal_never_ran_is_not_blamed_on_the_arm(tmp_path, 
     assert "goal never ran (late_acceptance)" in left[0].detail, left[0].detail
     right = {r.name: r for r in results if r.subject == "right"}   # its one run (of 10) clean
     assert right["clean_runs"].measured == 1.0 and not right["clean_runs"].detail, right
+
+
+
+@pytest.mark.slow
+def test_a_joint_that_crept_since_the_stage_began_is_named_not_an_error(tmp_path) -> None:
+    """A joint that creeps while the arm holds (a force limit under its load, a brake slipping;
+    seen twice in the campaign: right joint 4 limited to 2.5 N m of its 4.1, under load) stands
+    away from where stage 2 found it when its arm's jog comes: the jog, planned from there, is
+    refused before any motion, and the check names the joint that crept (regression: 'hil:
+    error: StartStateError', exit 1 with no check failed). The creep is set here, not waited
+    for: stage 2's record of where it found right joint 4 is moved 0.03 rad (the simulated
+    creep's pace depends on the machine's)."""
+    from mj_manipulator_ros.hil.runners.joint_jog import _Jogger
+    from mj_manipulator_ros.hil.session import HilSession
+    from mj_manipulator_ros.hil.stages import load_protocol
+    from mj_manipulator_ros.model.limits import load_config_with_model
+
+    session = HilSession(load_config_with_model(str(config_file("sim_openarm.yaml"))), sim=True)
+    try:
+        session.bags_dir, session.stage = tmp_path / "bags", 2
+        assert session.wait_for_joint_states(timeout=10.0)
+        jog = _Jogger(session, load_protocol().stage(2))
+        jog.home["right"] = jog.home["right"].copy()
+        jog.home["right"][3] -= 0.03
+        results = jog.joint("right", 0, 1.0)
+        moved = np.abs(session.pose("right") - jog.home["right"])
+    finally:
+        session.close()
+    assert [r.name for r in results] == ["jog_position_error"], results
+    r = results[0]
+    assert not r.passed and r.measured == pytest.approx(0.03, abs=0.002), r
+    assert "right openarm_right_joint4 crept +0.03" in r.detail, r.detail
+    assert "refused before any motion" in r.detail, r.detail
+    assert moved[0] < 1e-3, moved     # joint 1 was not jogged

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from mj_manipulator_ros.core.errors import ExecutionRefusedError, MjManipulatorError
+from mj_manipulator_ros.core.errors import (ExecutionRefusedError, MjManipulatorError,
+                                            StartStateError)
 from mj_manipulator_ros.core.interpolation import rest_to_rest
 from mj_manipulator_ros.core.plan import ArmTrajectory, MultiArmPlan
 from mj_manipulator_ros.core.sync import FailureReason
@@ -121,6 +122,16 @@ class _Jogger:
             before = self.rest()
             try:
                 report = self.move(arm, q0, q1)
+            except StartStateError as exc:   # the arm left the pose the stage found it in
+                now = self.session.pose(arm)
+                crept = np.abs(now - self.home[arm])
+                k = int(np.argmax(crept))
+                out.append(check(st, "jog_position_error", subject, float(crept[k]),
+                                 f"{arm} {self.arms[arm][k]} crept {now[k] - self.home[arm][k]:+.4f} "
+                                 "rad from where stage 2 found it, holding still (a joint that "
+                                 "cannot carry its load: a force limit, a brake slipping); the jog "
+                                 f"was refused before any motion: {str(exc).splitlines()[0]}"))
+                break
             except ExecutionRefusedError as exc:   # the gate, the start check: nothing moved
                 out.append(check(st, "jog_response", subject, None,
                                  f"the jog was refused before any motion: "
