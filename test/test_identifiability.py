@@ -97,3 +97,27 @@ def test_a_joint_no_pose_loads_is_left_to_the_eye() -> None:
     plan = pose_set(model, start, jogs, b.lower, b.upper, 50.0, 0.3)
     assert not plan.poses and len(plan.unseen) == len(start)
     assert "gravity cannot tell the sign of" in plan.describe(model.joint_names, 50.0)
+
+
+def test_the_gain_pose_takes_every_joint_near_its_zero_far_enough_to_show_a_gear_error() -> None:
+    """With gain_reach 0.3: every joint either stands 0.3 rad from its zero in some pose (the
+    eye then sees a 17 % gear error) or its load shows a 0.8 / 1.25 gear error by the margin;
+    joints 5 and 6 (at their zero in "ready", unloaded) are in the gain pose, each 0.3 from it."""
+    from mj_manipulator_ros.hil.identifiability import gain_margin
+
+    shared = SharedModel.from_config(config("position"))
+    settle(shared)
+    for arm in ("left", "right"):
+        model, start, jogs, _ = _plan(shared, arm)
+        b = shared.scene.arms[arm]
+        plan = pose_set(model, start, jogs, b.lower, b.upper, WANT, 0.8, 0.3)
+        assert plan.gain is not None, plan.describe(model.joint_names, WANT)
+        poses = [start, *jogs, *(p.q for p in plan.poses), plan.gain.q]
+        for j in range(len(start)):
+            far = max(abs(q[j]) for q in poses) >= 0.3 - 1e-9
+            loaded = max(gain_margin(model, q, j) for q in poses[:-1]) >= WANT
+            assert far or loaded, (arm, model.joint_names[j])
+        for j in (4, 5):
+            assert j in plan.gain.joints and abs(plan.gain.q[j]) == pytest.approx(0.3)
+        moved = np.flatnonzero(np.abs(plan.gain.q - start) > 1e-12)
+        assert set(moved) == set(plan.gain.joints)

@@ -1,5 +1,6 @@
 """Stage 2, after the jogs: the pose set, where gravity shows the sign of every joint the start
-pose and the jogs left unloaded (``hil/identifiability.py``).
+pose and the jogs left unloaded, and the gain pose, where the eye (or gravity) shows a gear
+ratio set wrong on the joints that stood near their zero (``hil/identifiability.py``).
 
 Each pose turns one joint of one arm from its start pose (the smallest such move that loads the
 joints left, at the jogs' speed, replay-checked against the other arms first); at rest there the
@@ -33,7 +34,8 @@ def planned_pose_set(session: "HilSession", stage: Stage, arm: str, model) -> Po
             for j in range(len(start))]
     lower, upper = session.limits(arm)
     want = p["pose_set_margin"] * stage.check("pose_set_gravity").threshold
-    return pose_set(model, start, jogs, lower, upper, want, p["pose_set_max_rad"])
+    return pose_set(model, start, jogs, lower, upper, want, p["pose_set_max_rad"],
+                    p["pose_set_gain_rad"])
 
 
 def gravity_poses(session: "HilSession", stage: Stage, models: dict) -> list[CheckResult]:
@@ -52,13 +54,20 @@ def gravity_poses(session: "HilSession", stage: Stage, models: dict) -> list[Che
             continue
         start = session.pose(arm)
         plan = planned_pose_set(session, stage, arm, model)
-        if not plan.poses:
+        if not plan.poses and plan.gain is None:
             out.append(check(stage, "pose_set_gravity", arm, 0.0,
                              "no pose needed: " + plan.describe(names, _want(stage))))
             continue
-        for pose in plan.poses:
-            subject = f"{arm}/{names[pose.mover]} {pose.move:+.2f} rad"
-            move = session.move_plan({arm: pose.q})
+        visits = [(p.q, f"{arm}/{names[p.mover]} {p.move:+.2f} rad", f"stage2_pose_{arm}_"
+                   f"{names[p.mover]}", "the sign of " + ", ".join(
+                       f"{names[j]} ({m:.2f} N m)" for j, m in p.serves)) for p in plan.poses]
+        if plan.gain is not None:
+            turned = [names[j] for j in plan.gain.joints]
+            visits.append((plan.gain.q, f"{arm}/gain pose", f"stage2_pose_{arm}_gain",
+                           "the gear ratio of " + ", ".join(turned) + " (to the eye: each "
+                           f"{stage.params['pose_set_gain_rad']:g} rad from its zero)"))
+        for q_pose, subject, picture, shows in visits:
+            move = session.move_plan({arm: q_pose})
             if "scene" in session.config.extra:
                 replay = session.checker.check(timeline=with_holds(session, move),
                                                mode="recorded")
@@ -86,13 +95,11 @@ def gravity_poses(session: "HilSession", stage: Stage, models: dict) -> list[Che
                 result = model.residual(q, effort)
                 if result.worst > threshold:
                     result = model.diagnose(q, effort)
-                shows = ", ".join(f"{names[j]} ({m:.2f} N m)" for j, m in pose.serves)
                 out.append(check(stage, "pose_set_gravity", subject, result.worst,
                                  describe(arm, result, threshold, names)
-                                 + f" at the pose set's pose showing the sign of {shows}"))
+                                 + f" at the pose set's pose showing {shows}"))
             if pictures:
-                out.append(picture_check(session, stage, subject,
-                                         f"stage2_pose_{arm}_{names[pose.mover]}",
+                out.append(picture_check(session, stage, subject, picture,
                                          {a: (q if a == arm else session.pose(a))
                                           for a in session.config.arm_names}))
             _back(session, arm, start, out, stage, subject)
