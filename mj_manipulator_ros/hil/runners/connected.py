@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil import stream_check as S
 from mj_manipulator_ros.hil.check_result import CheckResult, check, not_applicable
@@ -130,7 +131,7 @@ def _identifiable(session: "HilSession", stage: Stage, protocol: Protocol) -> li
 
     try:
         jogs = protocol.stage(2)
-    except Exception:   # a protocol without stage 2: no jogs, no pose set to plan
+    except ConfigError:   # a protocol without stage 2: no jogs, no pose set to plan
         return []
     models = gravity_models(session)
     out = []
