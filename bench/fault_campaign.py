@@ -203,6 +203,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                      motion_bound_rad=t.bound + 0.01,
                      within_one_jog=r["largest_physical_motion_rad"] <= t.bound + 0.01)
         trials.append(r)
+        if args.out:   # kept as it goes: a campaign stopped early keeps its trials
+            Path(args.out).with_suffix(".partial.json").write_text(
+                json.dumps(trials, indent=1, default=str))
         print(f"{n:3d} {r['kind']:16s} {r['arm'] or '-':5s} {r['joint'][-14:]:14s} "
               f"exit {r['exit']} stage {r['stopped_at_stage']} "
               f"named {r.get('named', '-')} kind {r.get('kind_named', '-')} "

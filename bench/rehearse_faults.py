@@ -152,7 +152,8 @@ def rehearse(config_name: str, sections: dict, workdir: Path, through: int = 2) 
     moved_joint = watchers[0].joint if watchers else ""
     stopped = next((int(l.split()[1]) for l in said if l.startswith("stage ") and "FAILED" in l),
                    None)
-    failures = [l.strip() for l in said if "[FAIL]" in l or "[NOT MEASURED]" in l]
+    failures = [l.strip() for l in said
+                if "[FAIL]" in l or "[NOT MEASURED]" in l or l.startswith("hil: error")]
     # every passed check's figures: how far from its thresholds a healthy run stays
     figures: dict[str, list[float]] = {}
     for line in said:
