@@ -33,6 +33,18 @@ from tiny_arm import tiny_config
 COMES_S, GOES_S, SWING_S = 0.3, 1.4, 2.0
 
 
+
+def _namesake(node, action: str, held: dict):
+    """What starts a namesake: a real action server of ``action`` on ``node`` (its goal
+    service transient-local, so the client's volatile writer never matches it), kept in
+    ``held["server"]``."""
+    def comes() -> None:
+        held["server"] = ActionServer(
+            node, FollowJointTrajectory, action, lambda handle: FollowJointTrajectory.Result(),
+            goal_service_qos_profile=QoSProfile(depth=10,
+                                                durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    return comes
+
 def test_a_namesake_server_coming_and_going_is_not_the_controller_leaving(tiny_sim, ros,
                                                                            tmp_path) -> None:
     """The right arm's namesake is served from 0.3 s to 1.4 s of a 2 s swing: both arms
@@ -46,11 +58,7 @@ def test_a_namesake_server_coming_and_going_is_not_the_controller_leaving(tiny_s
     held: dict[str, object] = {}
     seen: list[bool] = []   # was the right arm's server "not ready" while the namesake served?
 
-    def comes() -> None:
-        held["server"] = ActionServer(
-            node, FollowJointTrajectory, action, lambda handle: FollowJointTrajectory.Result(),
-            goal_service_qos_profile=QoSProfile(depth=10,
-                                                durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    comes = _namesake(node, action, held)
 
     try:
         with MultiArmExecutor(config, context=ros.context) as executor:
@@ -93,11 +101,7 @@ def test_the_controller_leaving_while_a_namesake_stays_still_ends_the_run(tiny_s
     node = rclpy.create_node("namesake", context=other.context)
     held: dict[str, object] = {}
 
-    def comes() -> None:
-        held["server"] = ActionServer(
-            node, FollowJointTrajectory, action, lambda handle: FollowJointTrajectory.Result(),
-            goal_service_qos_profile=QoSProfile(depth=10,
-                                                durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    comes = _namesake(node, action, held)
     try:
         with MultiArmExecutor(config, context=ros.context) as executor:
             threads = [at_plan_time(executor, COMES_S, comes),
