@@ -28,6 +28,7 @@ import numpy as np
 from mj_manipulator_ros.core.config import ArmConfig, ExecutorConfig
 from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.model.arm_binding import ActuatorKind, ArmBinding, bind_arm, joint_actuator
+from mj_manipulator_ros.model.mass_overlay import overlay_spec, read_overlay
 from mj_manipulator_ros.model.scene_config import SceneConfig, scene_config
 from mj_manipulator_ros.model.step_caps import StepChoice, choose_step
 from mj_manipulator_ros.model.torque_drive import add_torque_drive
@@ -66,6 +67,10 @@ def compose_spec(scene: SceneConfig, base_dir: Path | None = None) -> mujoco.MjS
         frame = parent.worldbody.add_frame(pos=list(m.pos), quat=list(m.quat))
         with _quiet_attach():
             parent.attach(child, prefix=m.prefix, frame=frame)
+    if scene.mass_overlay:
+        path = Path(scene.mass_overlay)
+        path = path if path.is_absolute() or base_dir is None else base_dir / path
+        overlay_spec(parent, read_overlay(path), f"scene.mass_overlay {str(path)!r}")
     return parent
 
 

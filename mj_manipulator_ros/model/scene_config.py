@@ -60,6 +60,11 @@ class SceneConfig:
         "doc": "[{a: BODY, b: BODY, reason: TEXT}]: pairs the replay check skips, added to the "
                "matrix generated from the model (model/allowed_collisions.py); every check that "
                "skips one says so"})
+    mass_overlay: str = field(default="", metadata={
+        "doc": "JSON file of measured body masses and centres of mass (model/mass_overlay.py; "
+               "the bring-up's load fit writes one), applied to the scene's model before "
+               "anything compiles it; relative to the configuration file; empty: the model's "
+               "own"})
     base_dir: Optional[Path] = field(default=None, metadata={"internal": True})
 
 
@@ -88,4 +93,5 @@ def scene_config(config: ExecutorConfig, required: bool = False) -> SceneConfig:
     base = Path(config.source).resolve().parent if config.source else None
     return SceneConfig(scene.models, scene.timestep, scene.contact_gap, scene.option, scene.floor,
                        {str(k): convert(v, float, f"scene.initial_positions.{k}")
-                        for k, v in initial.items()}, tuple(dict(e) for e in allowed), base)
+                        for k, v in initial.items()}, tuple(dict(e) for e in allowed),
+                       scene.mass_overlay, base)
