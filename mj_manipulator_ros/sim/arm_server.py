@@ -4,6 +4,7 @@ checks in ``sim/goal.py``, execution by the arm's simulated controller in ``sim/
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections import deque
@@ -17,6 +18,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import ClockType
 from rclpy.node import Node
 from rclpy.time import Time
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from mj_manipulator_ros.core.config import ArmConfig
@@ -29,6 +31,9 @@ from mj_manipulator_ros.sim.sim_config import ArmFaults, SimConfig
 from mj_manipulator_ros.ros.action_results import RESULT_TIMEOUT_S, release_request
 
 Result = FollowJointTrajectory.Result
+
+#: how long (s, wall clock) an activate or deactivate request waits for the physics thread
+SWITCH_WAIT_S = 1.0
 
 
 class SimArmServer:
@@ -71,6 +76,11 @@ class SimArmServer:
             self.controller_node, FollowJointTrajectory, arm.action_name, self._execute,
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
             callback_group=ReentrantCallbackGroup(), result_timeout=RESULT_TIMEOUT_S)
+        #: the controller's lifecycle, as ros2_control's switch_controller moves it:
+        #: ``<controller node>/activate`` and ``/deactivate`` (sim.arms.<arm>.start_active)
+        self._switches = [self.controller_node.create_service(
+            Trigger, f"~/{verb}", functools.partial(self._on_switch, verb == "activate"),
+            callback_group=ReentrantCallbackGroup()) for verb in ("activate", "deactivate")]
 
     @property
     def faults(self) -> ArmFaults:
@@ -126,6 +136,10 @@ class SimArmServer:
                                                            reject_next_goal=False)
                 self.node.get_logger().warning(f"{self.arm.name}: rejecting goal (injected fault)")
                 return GoalResponse.REJECT
+        if not self.controller.follower.activated:   # as JTC while inactive
+            self.node.get_logger().error(f"{self.arm.name}: rejecting goal: the controller is "
+                                         "not active (call its activate service)")
+            return GoalResponse.REJECT
         if self.faults.accept_delay_s > 0:  # the injected fault *is* a blocking delay, on the
             self._wait_controller_time(self.faults.accept_delay_s)   # controller's clock
         reason, checked = self._check(goal)
@@ -136,6 +150,21 @@ class SimArmServer:
             self._accepted += 1
             self._order[id(goal)] = (self._accepted, checked)
         return GoalResponse.ACCEPT
+
+    def _on_switch(self, active: bool, request, response):
+        """Activate or deactivate the arm's controller at the next control cycle; answers once
+        the physics thread has done it (at most SWITCH_WAIT_S of wall time)."""
+        verb = "activated" if active else "deactivated"
+        was = self.controller.follower.activated
+        done = self.controller.follower.request_activation(active)
+        response.success = done.wait(SWITCH_WAIT_S)
+        response.message = (f"{self.arm.name}: controller {verb}" + (" (it was already)"
+                                                                     if was == active else "")
+                            if response.success else
+                            f"{self.arm.name}: not {verb} within {SWITCH_WAIT_S} s (is the "
+                            "physics stepping?); it will be at its next control cycle")
+        self.node.get_logger().info(response.message)
+        return response
 
     def _wait_controller_time(self, seconds: float) -> None:
         """Block until ``seconds`` have passed on this arm's controller clock (sim time on

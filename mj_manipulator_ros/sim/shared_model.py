@@ -177,6 +177,7 @@ class SharedModel:
             self.controllers[name] = make_controller(
                 settings.arm(name).controller, arm,
                 wiring.hold(self.data.qpos[wired_to.qpos_adr]), faults, settings.arm(name), scene)
+            self.controllers[name].follower.activated = settings.arm(name).start_active
         for name, wiring in self.wirings.items():
             if wiring is not None and getattr(self.controllers[name], "_null", None):
                 raise ConfigError(f"sim.faults.{name}: miswiring faults with a torque controller "

@@ -93,6 +93,11 @@ class ArmFaults:
                "pose they held when enabled), its goals are accepted and reported succeeded; "
                "still: its joint states are honest; echo: they report the commands as "
                "positions (fake hardware left on, a driver echoing its command)"})
+    activation_command: Mapping[str, float] = field(default_factory=dict, metadata={
+        "doc": "joint -> rad: when the arm's controller is activated, it holds this for the "
+               "joint instead of the measured position (0: a command buffer that starts at "
+               "zero, openarm_ros2#66; another value: a stale command); with "
+               "sim.arms.<arm>.start_active false, the moment a service activates it"})
     force_limit: Mapping[str, float] = field(default_factory=dict, metadata={
         "doc": "joint -> N m: the joint's actuators together apply at most this (a torque "
                "limit set too low to hold the arm); not under sim.physics cosim"})
@@ -200,6 +205,11 @@ class ArmSimSettings:
     mit_feed_forward: bool = field(default=True, metadata={
         "doc": "mit: send tau_ff from the arm's own model (gravity, inertia, friction); false: "
                "tau_ff = 0, as the OpenArm driver does by default (no gravity compensation)"})
+    start_active: bool = field(default=True, metadata={
+        "doc": "false: the arm's controller starts inactive (goals refused, the arm holding its "
+               "initial pose, as motors enabled before their controller) until its "
+               "<controller node>/activate service (std_srvs/Trigger) is called; "
+               "<controller node>/deactivate makes it inactive again (docs/simulator.md)"})
     joint_states_topic: str = field(default="", metadata={
         "doc": "the topic this simulated arm's driver publishes its joint states on (default: "
                "the arm's joint_states_topic, where the executor reads them; set it to put a "
@@ -336,6 +346,7 @@ def _check_wiring(faults: ArmFaults, config: ExecutorConfig, arm: str) -> None:
     named = {"swap_joints": faults.swap_joints, "sign_flip": faults.sign_flip,
              "zero_offset": tuple(faults.zero_offset), "scale": tuple(faults.scale),
              "force_limit": tuple(faults.force_limit),
+             "activation_command": tuple(faults.activation_command),
              "link_mass_scale": tuple(faults.link_mass_scale)}
     for key, names in named.items():
         for j in names:

@@ -16,7 +16,15 @@ Per control cycle (``now`` on the controller clock, measured ``q``, ``qd``):
   pick-up to the end) -> ABORTED, -4, hold measured position;
 - at or after the end: within goal tolerance -> SUCCEEDED, 0, hold the last point; not within
   by end + goal_time_tolerance -> ABORTED, -5, hold measured position;
-- cancel -> CANCELED, 0, hold the measured position from this cycle on.
+- cancel -> CANCELED, 0, hold the measured position from this cycle on;
+- inactive (``sim.arms.<arm>.start_active: false``, until :meth:`request_activation`; or
+  deactivated): goals are refused (the arm server asks :attr:`activated`), the arm holds what it
+  held; on activation the hold is the measured position (JTC with
+  ``set_last_command_interface_value_as_state_on_activation`` and a hardware that started its
+  command buffer at the measured position), or, with the ``activation_command`` fault, the
+  value the fault names for its joints (a command buffer that started at zero, openarm_ros2#66,
+  or a stale command); on deactivation the active and pending goals end ABORTED and the arm
+  holds its measured position.
 
 The compiled follower (``sim/_follow_kernel.c``, bound by :meth:`bind` to a position controller
 whose joints and servos are contiguous) runs the cycles where nothing happens: holding, and
@@ -57,8 +65,12 @@ class TrajectoryFollower:
     """Args: joint_names (J,), initial hold positions (J,), faults of this arm."""
 
     def __init__(self, joint_names: tuple[str, ...], hold: np.ndarray,
-                 faults: ArmFaults = ArmFaults()) -> None:
+                 faults: ArmFaults = ArmFaults(), active: bool = True) -> None:
         self.joint_names = joint_names
+        #: does the controller take goals (ros2_control's active state)? Changed only in the
+        #: physics thread, on a request (:meth:`request_activation`)
+        self.activated = active
+        self._switch: Optional[tuple[bool, threading.Event]] = None   # a requested change
         self._kernel = None        # the compiled follower, once bound
         self._kernel_goal: Optional[GoalTicket] = None   # the goal it was loaded with
         self.faults = faults
@@ -157,6 +169,16 @@ class TrajectoryFollower:
     def active(self) -> Optional[GoalTicket]:
         return self._active
 
+    def request_activation(self, active: bool) -> threading.Event:
+        """Ask for the controller activated (True) or deactivated at the next control cycle
+        (module docstring); the event is set once the physics thread has done it."""
+        done = threading.Event()
+        with self._lock:
+            self._switch = (bool(active), done)
+            if self._kernel is not None:
+                self._kernel.dirty = 1
+        return done
+
     # ---- physics thread -----------------------------------------------------------------------
     def update(self, now: float, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         """One control cycle (see :meth:`_update`); :attr:`position` keeps what it returned."""
@@ -173,7 +195,16 @@ class TrajectoryFollower:
         trajectory, None when holding (velocity and acceleration zero)."""
         self.reference = None
         with self._lock:
+            switch, self._switch = self._switch, None
+        if switch is not None:
+            self._set_activated(switch[0], q)
+            switch[1].set()
+        with self._lock:
             pending, self._pending = self._pending, None
+        if pending is not None and not self.activated:   # raced a deactivation
+            self._finish(pending, GoalOutcome.ABORTED, PATH_TOLERANCE_VIOLATED,
+                         "controller deactivated")
+            pending = None
         if pending is not None:
             if self._active is not None:
                 self._finish(self._active, GoalOutcome.ABORTED, INVALID_GOAL, PREEMPTED_MESSAGE)
@@ -246,6 +277,20 @@ class TrajectoryFollower:
             self._hold = np.array(q, dtype=float)
             self._finish(self._active, GoalOutcome.ABORTED, PATH_TOLERANCE_VIOLATED, text)
         self._sync_kernel()
+
+    def _set_activated(self, active: bool, q: np.ndarray) -> None:
+        """Physics thread: the controller's activation or deactivation (module docstring)."""
+        if active == self.activated:
+            return
+        self.activated = active
+        if not active:
+            self.abort_active(q, "controller deactivated")
+            self._hold = np.array(q, dtype=float)
+            return
+        hold = np.array(q, dtype=float)
+        for j, value in self.faults.activation_command.items():   # the injected fault
+            hold[self.joint_names.index(j)] = value
+        self._hold = hold
 
     def _activate(self, ticket: GoalTicket, now: float, q: np.ndarray, qd: np.ndarray) -> None:
         goal = ticket.goal
