@@ -53,6 +53,15 @@ class ArmConfig:
     joint_names: tuple[str, ...] = field(metadata={"doc": "joints, in controller order"})
     action: str = field(default="", metadata={
         "doc": "FollowJointTrajectory action; default /<name>_arm_controller/follow_joint_trajectory"})
+    activate_service: str = field(default="", metadata={
+        "doc": "std_srvs/Trigger service that activates this arm's controller (the simulator's "
+               "/<sim node>_<arm>_controller/activate; a driver may offer one): the bring-up's "
+               "stage 1 then activates the arm itself and watches that it holds where it rests "
+               "(an activation jump, openarm_ros2#66); empty: the controller is active before "
+               "the bring-up starts"})
+    deactivate_service: str = field(default="", metadata={
+        "doc": "std_srvs/Trigger service that deactivates this arm's controller: called by the "
+               "bring-up the moment the arm jumps at activation"})
     joint_limits: Mapping[str, JointLimit] = field(default_factory=dict)
     max_velocity: Optional[float] = field(default=None, metadata={
         "doc": "with joint_limits: from_model, the velocity limit of every joint", "min": 0.0})

@@ -42,6 +42,9 @@ Per arm, an action server at the arm's configured action (default
   ``zero_offset``        joint -> rad added to its reported position (configuration only)
   ``scale``              joint -> k: moves k times its command (configuration only)
   ``force_limit``        joint -> N m its actuators apply at most (configuration only)
+  ``activation_command`` joint -> rad its controller holds when activated, not the
+                         measured position (``sim.arms.<arm>.start_active: false``: activated
+                         by ``<controller node>/activate``)
   =====================  ==================================================================
 
   and ``sim.faults.crossed_arms: [A, B]``: each arm's controller drives the other arm.

@@ -1,5 +1,6 @@
-"""Stage 1: every controller answers, joint states stream, clocks agree, the arms' weight is
-what the model says. Nothing moves."""
+"""Stage 1: every controller answers (and, where the bring-up activates it, holds the arm where
+it is: ``runners/activation.py``), joint states stream, clocks agree, the arms' weight is what
+the model says. Nothing is commanded to move."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from mj_manipulator_ros.core.errors import ConfigError
 from mj_manipulator_ros.hil import analysis as A
 from mj_manipulator_ros.hil import stream_check as S
 from mj_manipulator_ros.hil.check_result import CheckResult, check, not_applicable
+from mj_manipulator_ros.hil.runners.activation import activation
 from mj_manipulator_ros.hil.pose_picture import picture_check
 from mj_manipulator_ros.hil.stages import Protocol, Stage
 from mj_manipulator_ros.model.scene import scene_for
@@ -26,6 +28,8 @@ def connected(session: "HilSession", stage: Stage, protocol: Protocol) -> list[C
         out.append(check(stage, "action_server", arm, float(ok),
                          f"{channel.arm.action_name} {'answers' if ok else f'not available within {wait} s'}",
                          passed=ok))
+    session.wait_for_joint_states(wait)
+    out.extend(activation(session, stage))
     listening = session.now()
     session.sleep(stage.params["listen_s"])
     samples = session.joint_states.samples(received_since=listening)
