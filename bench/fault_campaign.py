@@ -18,7 +18,11 @@ A trial the bring-up stopped only because a goal never ran (its checks NOT MEASU
 goal never ran": the machine, not the arm) is counted apart as not judged, never as a detection
 or a false one.
 
-Not drawn: the activation jump (no simulated fault or check yet: docs/hil.md).
+Every trial powers on as a robot does (unless ``--active-at-start``): each arm's controller
+starts inactive (``sim.arms.<arm>.start_active: false``) and the bring-up's stage 1 activates it
+through the services the configuration names (``arms[].activate_service``), watching it hold;
+the ``activation_jump`` kind makes the controller's first command zero for every joint (a
+command buffer that starts at zero, openarm_ros2#66) or a stale value for one.
 
 Usage:
     python bench/fault_campaign.py --faulted 200 --healthy 50 --seed 1 --out campaign.json
@@ -78,12 +82,13 @@ def _loaded(arm: str) -> dict[str, float]:
 #: the kinds drawn, with equal chances
 KINDS = ("zero_offset", "multi_turn", "sign_flip", "swap", "scale", "force_limit",
          "joint_state_gap", "joint_state_drop", "clock_step", "silent_arm", "dead_wire",
-         "crossed_arms", "model_mismatch")
+         "crossed_arms", "model_mismatch", "activation_jump")
 
 
-def draw(rng: np.random.Generator, joints: dict[str, list[str]], loads: dict) -> Trial:
-    """One fault at random (module docstring): kind, arm, joint and size."""
-    kind = str(rng.choice(KINDS))
+def draw(rng: np.random.Generator, joints: dict[str, list[str]], loads: dict,
+         kinds: tuple[str, ...] = KINDS) -> Trial:
+    """One fault at random (module docstring): kind (of ``kinds``), arm, joint and size."""
+    kind = str(rng.choice(kinds))
     arm = str(rng.choice(sorted(joints)))
     other = next(a for a in joints if a != arm)
     names = joints[arm]
@@ -134,6 +139,15 @@ def draw(rng: np.random.Generator, joints: dict[str, list[str]], loads: dict) ->
         return Trial(kind, arm, mode, 0.0, {arm: {"dead_wire": mode}},
                      (f"jog_observed {arm}/",),
                      ("reach no motor",) if mode == "still" else ("echo the commands",))
+    if kind == "activation_jump":   # the first command after activation is not the pose
+        if rng.random() < 0.5:        # a command buffer that starts at zero, every joint
+            return Trial(kind, arm, "zero", 0.0, {arm: {"activation_command": {
+                n: 0.0 for n in names}}}, (f"activation_hold {arm}",), ("activation jump",))
+        ready = yaml.safe_load(config_file("sim_openarm.yaml").read_text())["scene"][
+            "initial_positions"]
+        stale = round(float(ready.get(j, 0.0) + sign * rng.uniform(0.05, 0.4)), 3)
+        return Trial(kind, arm, j, stale, {arm: {"activation_command": {j: stale}}},
+                     (f"activation_hold {arm}",), ("activation jump",))
     if kind == "crossed_arms":
         return Trial(kind, None, "", 0.0, {"crossed_arms": ["left", "right"]},
                      ("arms crossed",), ("arms crossed",))
@@ -158,7 +172,27 @@ def _not_judged(r: dict) -> bool:
                                        for f in r["failures"])
 
 
-def run_trial(sections: dict, execution: dict) -> dict:
+def powered_on(data: dict) -> dict:
+    """The config's sections for a power-on (module docstring): every arm's controller
+    inactive at start, activated by the bring-up through its simulated services."""
+    from mj_manipulator_ros.sim.arm_server import controller_node_name
+
+    arms = [dict(a, activate_service=f"/{controller_node_name(SIM_NODE, a['name'])}/activate",
+                 deactivate_service=f"/{controller_node_name(SIM_NODE, a['name'])}/deactivate")
+            for a in data["arms"]]
+    sim_arms = {a["name"]: {**data["sim"].get("arms", {}).get(a["name"], {}),
+                            "start_active": False} for a in data["arms"]}
+    return {"arms": arms, "sim": {"arms": sim_arms}}
+
+
+#: the simulator's node name in a rehearsal (SimNode's default)
+SIM_NODE = "mj_manipulator_sim"
+
+
+def run_trial(sections: dict, execution: dict, power_on: Optional[dict] = None) -> dict:
+    if power_on:
+        sections = {**sections, "arms": power_on["arms"],
+                    "sim": {**sections.get("sim", {}), **power_on["sim"]}}
     sections = {**sections, "hil": {"stages": REPETITIONS}, "execution": execution}
     with tempfile.TemporaryDirectory() as tmp:
         return rehearse("sim_openarm.yaml", sections, Path(tmp))
@@ -172,6 +206,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--start-lead", type=float, default=None,
                     help="execution.start_lead_s for every trial (default: the config's)")
+    ap.add_argument("--active-at-start", action="store_true",
+                    help="the arms' controllers active before the bring-up (no activation "
+                         "watch; the activation_jump kind is not drawn)")
     args = ap.parse_args(argv)
     os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -182,18 +219,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     execution = dict(data["execution"])
     if args.start_lead is not None:
         execution["start_lead_s"] = args.start_lead
+    power_on = None if args.active_at_start else powered_on(data)
+    kinds = tuple(k for k in KINDS if power_on or k != "activation_jump")
     order = ["faulted"] * args.faulted + ["healthy"] * args.healthy
     rng.shuffle(order)
     trials = []
     for n, what in enumerate(order, 1):
         if what == "healthy":
             start = healthy_start(rng)
-            r = run_trial({"scene": {**data["scene"], "initial_positions": start}}, execution)
+            r = run_trial({"scene": {**data["scene"], "initial_positions": start}}, execution,
+                          power_on)
             r.update(kind="healthy", arm=None, joint="", size=0.0, not_judged=_not_judged(r),
                      false_detection=r["exit"] != 0 and not _not_judged(r))
         else:
-            t = draw(rng, joints, loads)
-            r = run_trial({"sim": {**data["sim"], "faults": t.faults}}, execution)
+            t = draw(rng, joints, loads, kinds)
+            r = run_trial({"sim": {**data["sim"], "faults": t.faults}}, execution, power_on)
             text = "\n".join(r["failures"])
             r.update(kind=t.kind, arm=t.arm, joint=t.joint, size=t.size, faults=t.faults,
                      not_judged=_not_judged(r),
@@ -232,7 +272,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         "named": sum(t["named"] for t in faulted if t["kind"] == k)}
                     for k in sorted({t["kind"] for t in faulted})},
         "conditions": "hil --sim --yes --through 2 per trial, this machine (2 cores), stage "
-                      "2's small motion 2 runs",
+                      "2's small motion 2 runs, " + ("controllers active at start" if
+                      args.active_at_start else "controllers activated by stage 1"),
         "kind_unnamed": [(t["kind"], t["arm"], t["joint"], (t["failures"] or [""])[0][:160])
                          for t in faulted if not t["kind_named"]],
         "over_one_jog": [(t["kind"], t["arm"], t["joint"], t["size"],

@@ -122,7 +122,10 @@ def rehearse(config_name: str, sections: dict, workdir: Path, through: int = 2) 
 
     data = yaml.safe_load(config_file(config_name).read_text())
     for section, keys in sections.items():
-        data.setdefault(section, {}).update(keys)
+        if isinstance(keys, list):       # a list section (arms) replaces the config's
+            data[section] = keys
+        else:
+            data.setdefault(section, {}).update(keys)
     cfg = workdir / "faulted.yaml"
     cfg.write_text(yaml.safe_dump(data))
     watchers: list[PhysicalMotion] = []
