@@ -163,7 +163,8 @@ class SimArmServer:
                             if response.success else
                             f"{self.arm.name}: not {verb} within {SWITCH_WAIT_S} s (is the "
                             "physics stepping?); it will be at its next control cycle")
-        self.node.get_logger().info(response.message)
+        # not logged here: rclpy's logger took 83-400 ms per call in the bring-up's process,
+        # and the reply would wait for it (the message says it to the caller)
         return response
 
     def _wait_controller_time(self, seconds: float) -> None:
