@@ -76,7 +76,7 @@ def test_a_healthy_activation_holds_where_the_arm_rests(tmp_path) -> None:
 @pytest.mark.slow
 def test_a_command_buffer_at_zero_is_named_and_stopped_before_the_first_goal(tmp_path) -> None:
     """openarm_ros2#66: left's controller holds 0 for every joint at activation. The watch
-    names the jump ("toward zero") and deactivates the arm at once: every joint comes to rest
+    names the jump (joints "headed to zero") and deactivates the arm at once: every joint comes to rest
     short of half its way to zero (the simulator's physical joints; without the deactivation
     they reach zero: the next test's premise, test_activation.py), the right arm is not
     activated and does not move. How far the left arm moved is the reaction (joint states at
@@ -87,11 +87,29 @@ def test_a_command_buffer_at_zero_is_named_and_stopped_before_the_first_goal(tmp
         j: 0.0 for j in joints}}})
     left, right = results["left"], results["right"]
     assert not left.passed and "activation jump: openarm_left_joint" in left.detail, left.detail
-    assert "toward zero" in left.detail and "deactivated at once" in left.detail, left.detail
-    far = np.abs(start["left"]) > 0.1          # the joints the zeroed command moves far
+    assert "headed to zero" in left.detail and "deactivated at once" in left.detail, left.detail
+    far = np.abs(start["left"]) > 0.3          # the joints the zeroed command moves far
     assert far.sum() >= 3, start
     went = np.abs(rest["left"] - start["left"])[far] / np.abs(start["left"])[far]
     assert went.max() < 0.5, (went, moved["left"], left.detail)
     assert not active["left"] and not active["right"], active
     assert right.status.value == "not_applicable" and "left jumped" in right.detail
     assert moved["right"].max() < 1e-3, moved
+
+
+@pytest.mark.slow
+def test_a_motor_too_weak_for_its_load_is_named_as_it_sags_at_activation(tmp_path) -> None:
+    """A force limit of 2.5 N m on right joint 4, which needs 4.1 N m at "ready": held until
+    its controller is activated (the arm powered on at rest), the joint sags from that moment
+    (a too-low force limit, invisible at stage 1 once sagged: effort and model then agree).
+    The watch names it as a sag, not as a command: its motor gives the limit, short of the
+    load the model says (the physical joint fell more than 0.3 rad; nothing stops a motor that
+    cannot hold); the left arm, activated first, held."""
+    joint = "openarm_right_joint4"
+    results, start, moved, rest, _ = watch(tmp_path, {"right": {"force_limit": {joint: 2.5}}})
+    right = results["right"]
+    assert not right.passed and f"{joint} sagged at activation" in right.detail, right.detail
+    assert "its motor gave +2.50 N m throughout" in right.detail, right.detail
+    assert "activation jump" not in right.detail, right.detail
+    assert np.abs(rest["right"] - start["right"])[3] > 0.3, (start, rest)
+    assert results["left"].passed and moved["left"].max() < 0.01, results["left"].detail

@@ -158,15 +158,23 @@ class SharedModel:
         self.settings = settings
         self.control_period = 1.0 / settings.control_rate_hz
         self.steps_per_cycle = max(1, int(round(self.control_period / self.model.opt.timestep)))
-        for name, arm in scene.arms.items():   # sim.faults.<arm>.force_limit
-            for joint, limit in (settings.faults.get(name) or ArmFaults()).force_limit.items():
-                jid = arm.joint_ids[list(arm.joint_names).index(joint)]
-                self.model.jnt_actfrclimited[jid] = 1
-                self.model.jnt_actfrcrange[jid] = (-limit, limit)
-        self.controllers: dict[str, SimulatedController] = {}
         # miswiring faults (sim/miswiring.py): which arm's joints each controller is wired to,
         # and how (None: straight through, the fast path)
         self.physical = _physical_arms(scene, settings)
+        drives = {self.physical[n]: n for n in scene.arms}   # physical arm -> its controller
+        #: controller -> the force limits (joint id, N m) of the arm it drives, applied at its
+        #: first activation: an arm whose controller starts inactive is held until then (a
+        #: brake, a stand), and its motors take the load when it is activated
+        self._braked: dict[str, list[tuple[int, float]]] = {}
+        for name, arm in scene.arms.items():   # sim.faults.<arm>.force_limit
+            limits = [(int(arm.joint_ids[list(arm.joint_names).index(joint)]), float(limit))
+                      for joint, limit in
+                      (settings.faults.get(name) or ArmFaults()).force_limit.items()]
+            if limits and not settings.arm(drives[name]).start_active:
+                self._braked[drives[name]] = limits
+                continue
+            self._limit(limits)
+        self.controllers: dict[str, SimulatedController] = {}
         self.wirings: dict[str, Optional[Wiring]] = {}
         for name, arm in scene.arms.items():
             faults = settings.faults.get(name) or ArmFaults()
@@ -197,6 +205,7 @@ class SharedModel:
             self._wiring.append((self.controllers[n], _index(phys.qpos_adr), _index(phys.dof_adr),
                                  _index(self.controllers[wired_to].actuator_ids),
                                  self.wirings[n], settings.arm(n).controller))
+        self._names = list(scene.arms)    # controller names in the order of _wiring
         self._observers: list[list] = []  # [period_s, next_due_sim_s, callback]
         #: a pacing change for the physics thread to take: (factor, taken); None: none asked
         #: (written and taken under its lock: a request never overwrites one being taken)
@@ -352,6 +361,18 @@ class SharedModel:
             self._switch_held = False
             _SwitchInterval.release(self.settings.switch_interval_s)
 
+    def _limit(self, limits: list[tuple[int, float]]) -> None:
+        for jid, limit in limits:
+            self.model.jnt_actfrclimited[jid] = 1
+            self.model.jnt_actfrcrange[jid] = (-limit, limit)
+
+    def _release(self, i: int) -> None:
+        """Physics thread: controller ``i`` (scene order) has been activated: the force limits
+        of the arm it drives apply from now on."""
+        name = self._names[i]
+        if name in self._braked and self._wiring[i][0].follower.activated:
+            self._limit(self._braked.pop(name))
+
     def step_cycle(self) -> Optional[Snapshot]:
         """One control cycle: controllers, then physics steps. Physics thread only (or a test
         driving the model synchronously with no thread started). Returns the snapshot given to
@@ -373,10 +394,14 @@ class SharedModel:
                         d.ctrl[ci] = controller.update(
                             now + controller.faults.clock_offset_at(sim_time),
                             d.qpos[qi].copy(), d.qvel[vi].copy())
+                        if self._braked:
+                            self._release(i)
                         continue
                     q, qd, _ = wiring.report(d.qpos[qi].copy(), d.qvel[vi].copy())
                     command = controller.update(
                         now + controller.faults.clock_offset_at(sim_time), q, qd)
+                    if self._braked:
+                        self._release(i)
                     d.ctrl[ci] = (wiring.torque_command(command, controller.follower.position)
                                   if kind == "torque" else wiring.position_command(command))
                 if self.steps_per_cycle == 1:

@@ -39,6 +39,8 @@ POLL_S = 0.001
 SERVICE_WAIT_S = 5.0
 #: how long (s, controllers' clock) the arm's rest before activation is averaged over
 REST_S = 0.1
+#: an effort that varies less than this (N m) while its joint moves is pinned at a limit
+SATURATED_NM = 0.05
 
 
 def activation(session: "HilSession", stage: Stage) -> list[CheckResult]:
@@ -163,11 +165,25 @@ def _watch(session: "HilSession", stage: Stage, arm: "ArmConfig",
         detail = (f"activated ({said}); over {watch_s:g} s every joint within "
                   f"{worst.max():.4f} rad of where it rested before ({joints[k]} the most)")
         return check(stage, "activation_hold", arm.name, float(worst.max()), detail)
-    toward = ("toward zero: the controller's first command was 0, not the measured position "
-              "(a command buffer that starts at zero, openarm_ros2#66)"
-              if abs(at_rest[k]) < abs(before[k]) else
-              "away from where it rested: the controller's first command was not the measured "
-              "position (a stale command kept from before)")
+    sag = _sag(session, stage, arm, before, session.joint_states.samples(since=jump_at).arm(
+        joints), k)
+    if sag:
+        detail = (f"{joints[k]} sagged at activation: it moved off {before[k]:+.4f} rad within "
+                  f"{jump_at - asked:.3f} s and {worst[k]:.4f} rad in all, to {at_rest[k]:+.4f}; "
+                  f"{sag}; {stopped}. Raise the joint's force (current) limit or power its "
+                  "motor before anything runs")
+        return check(stage, "activation_hold", arm.name, float(worst.max()), detail)
+    went = at_rest - before
+    # the joints the command moved (the others by reaction only: a fraction of the largest)
+    off = np.flatnonzero(worst > max(threshold, 0.25 * worst.max()))
+    to_zero = (np.sign(went[off]) == -np.sign(before[off])) & (np.abs(before[off]) > threshold)
+    if len(off) >= 2 and to_zero.all():
+        toward = (f"{len(off)} joints headed to zero: the controller's first command was 0, "
+                  "not the measured position (a command buffer that starts at zero, "
+                  "openarm_ros2#66)")
+    else:
+        toward = ("the controller's first command was not the measured position (a stale "
+                  "command kept from before" + (", or a zero" if to_zero.all() else "") + ")")
     detail = (f"activation jump: {joints[k]} moved off {before[k]:+.4f} rad within "
               f"{jump_at - asked:.3f} s of the activation, {toward}; it moved {worst[k]:.4f} "
               "rad in all "
@@ -175,6 +191,33 @@ def _watch(session: "HilSession", stage: Stage, arm: "ArmConfig",
               "activation (initialise its command interfaces from the measured positions) "
               "before anything runs")
     return check(stage, "activation_hold", arm.name, float(worst.max()), detail)
+
+
+def _sag(session: "HilSession", stage: Stage, arm: "ArmConfig", before: np.ndarray,
+         moving, k: int) -> str:
+    """Why joint ``k`` moved, when its motor is what gave way: over ``moving`` (the joint
+    states from the jump's detection to the watch's end) its effort stood still, pinned
+    (within SATURATED_NM) while the joint moved, and short of the model's gravity load at the
+    pose it started from by more than stage 1's gravity threshold: a force (current) limit
+    holding it back. A motor following a command, a zero or a stale one, changes its effort as
+    the joint moves and stops. "" otherwise, or when there is no model or no effort to tell."""
+    from mj_manipulator_ros.hil.runners.joint_jog import gravity_models
+
+    efforts = getattr(moving, "efforts", None)
+    if efforts is None or len(moving) < 3 or np.isnan(efforts[:, k]).any():
+        return ""
+    e = efforts[:, k]
+    gives = float(np.mean(e))
+    if float(np.ptp(e)) > max(SATURATED_NM, 0.02 * abs(gives)):
+        return ""
+    models = gravity_models(session)
+    if arm.name not in models:
+        return ""
+    need = float(models[arm.name].expected(before)[k])
+    if abs(gives) >= abs(need) - stage.check("gravity_consistency").threshold:
+        return ""
+    return (f"its motor gave {gives:+.2f} N m throughout (pinned: a force or current limit set "
+            f"too low, a weak motor) where its load needed {need:+.2f} N m")
 
 
 def _stop(services: _Services) -> str:
