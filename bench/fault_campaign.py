@@ -116,7 +116,7 @@ def draw(rng: np.random.Generator, joints: dict[str, list[str]], loads: dict,
         jl = str(rng.choice([n for n in names if abs(loads[arm][n]) > 1.0]))
         limit = round(float(rng.uniform(0.3, 0.7) * abs(loads[arm][jl])), 3)
         return Trial(kind, arm, jl, limit, {arm: {"force_limit": {jl: limit}}}, (jl,),
-                     ("did not follow", "cannot carry", "rests"))
+                     ("did not follow", "cannot carry", "rests", "sagged"))
     if kind == "joint_state_gap":
         g = round(float(rng.uniform(0.1, 0.3)), 3)
         return Trial(kind, arm, "", g, {arm: {"joint_state_gap_s": g,
