@@ -5,6 +5,8 @@ an observer of the physics (not the joint states the check reads)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import yaml
@@ -33,7 +35,7 @@ def inactive_config(tmp_path, faults: dict) -> str:
     return str(path)
 
 
-def watch(tmp_path, faults: dict):
+def watch(tmp_path, faults: dict, config: str = ""):
     """Stage 1's activation results; per arm its physical joints before (J,), their largest
     motion from there (J,, rad; an observer of the physics at 500 Hz) and where they rest after
     (J,); whether each arm's controller is active after."""
@@ -42,7 +44,8 @@ def watch(tmp_path, faults: dict):
     from mj_manipulator_ros.hil.stages import load_protocol
     from mj_manipulator_ros.model.limits import load_config_with_model
 
-    session = HilSession(load_config_with_model(inactive_config(tmp_path, faults)), sim=True)
+    session = HilSession(load_config_with_model(config or inactive_config(tmp_path, faults)),
+                         sim=True)
     try:
         assert session.wait_for_joint_states(timeout=10.0)
         shared = session.sim_node.shared
@@ -113,3 +116,24 @@ def test_a_motor_too_weak_for_its_load_is_named_as_it_sags_at_activation(tmp_pat
     assert "activation jump" not in right.detail, right.detail
     assert np.abs(rest["right"] - start["right"])[3] > 0.3, (start, rest)
     assert results["left"].passed and moved["left"].max() < 0.01, results["left"].detail
+
+
+@pytest.mark.slow
+def test_an_activation_service_not_offered_is_not_measured_and_nothing_else_activates(
+        tmp_path, monkeypatch) -> None:
+    """A wrong service name: left's check is NOT MEASURED naming the service (the stage cannot
+    pass), the right arm is not activated, nothing moved."""
+    from mj_manipulator_ros.hil.runners import activation as module
+
+    # the wait for an absent service, shortened for the test
+    monkeypatch.setattr(module, "SERVICE_WAIT_S", 1.0)
+    path = inactive_config(tmp_path, {})
+    data = yaml.safe_load(Path(path).read_text())
+    data["arms"][0]["activate_service"] = "/no_such_controller/activate"
+    Path(path).write_text(yaml.safe_dump(data))
+    results, _, moved, _, active = watch(tmp_path, {}, path)
+    left = results["left"]
+    assert left.status.value == "not_measured", left
+    assert "/no_such_controller/activate not offered within 1.0 s" in left.detail, left.detail
+    assert results["right"].detail == "not activated: left could not be activated"
+    assert not any(active.values()) and max(m.max() for m in moved.values()) < 1e-3

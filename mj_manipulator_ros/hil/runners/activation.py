@@ -56,20 +56,21 @@ def activation(session: "HilSession", stage: Stage) -> list[CheckResult]:
                 "could watch it"))
         elif jumped:
             out.append(not_applicable(stage, "activation_hold", arm.name, 0.0,
-                                      f"not activated: {jumped} jumped at its activation"))
+                                      f"not activated: {jumped}"))
         else:
             result = _activate_and_watch(session, stage, arm)
             out.append(result)
             if not result.passed:
-                jumped = arm.name
+                jumped = (f"{arm.name} jumped at its activation" if result.measured is not None
+                          else f"{arm.name} could not be activated")
     return out
 
 
 class _Services:
     """An arm's activate and deactivate std_srvs/Trigger clients on a node of their own, spun
     by the thread that calls them (rclpy#1123: a response read by another thread's spin can
-    be taken before its request is registered; here the answer came 300-430 ms late). Both
-    offered before the activation: the deactivation at a jump is one call, not a discovery."""
+    be taken before its request is registered). Both offered before the activation: the
+    deactivation at a jump is one call, not a discovery."""
 
     def __init__(self, session: "HilSession", arm: "ArmConfig") -> None:
         import rclpy
@@ -145,6 +146,10 @@ def _watch(session: "HilSession", stage: Stage, arm: "ArmConfig",
         jump_at, stopped, answer = None, "", None
         end = session.now() + watch_s
         while session.now() < end:
+            if session.interrupted.is_set():      # Ctrl-C: the arm is not left active
+                _stop(services)
+                from mj_manipulator_ros.hil.session import Interrupted
+                raise Interrupted()
             answer = answer or services.answer("activate", wait=False)
             if answer is not None and not answer[0]:
                 return check(stage, "activation_hold", arm.name, None,
@@ -159,8 +164,11 @@ def _watch(session: "HilSession", stage: Stage, arm: "ArmConfig",
             time.sleep(POLL_S)
         after = session.joint_states.samples(since=session.now() - REST_S).arm(joints)
         at_rest = after.positions.mean(axis=0) if len(after) else session.pose(arm.name)
-    said = (answer or services.answer("activate"))[1]
+    ok, said = answer or services.answer("activate")
     k = int(np.argmax(worst))
+    if jump_at is None and not ok:
+        return check(stage, "activation_hold", arm.name, None,
+                     f"the controller was not activated: {said}")
     if jump_at is None:
         detail = (f"activated ({said}); over {watch_s:g} s every joint within "
                   f"{worst.max():.4f} rad of where it rested before ({joints[k]} the most)")
