@@ -65,11 +65,12 @@ class TrajectoryFollower:
     """Args: joint_names (J,), initial hold positions (J,), faults of this arm."""
 
     def __init__(self, joint_names: tuple[str, ...], hold: np.ndarray,
-                 faults: ArmFaults = ArmFaults(), active: bool = True) -> None:
+                 faults: ArmFaults = ArmFaults()) -> None:
         self.joint_names = joint_names
-        #: does the controller take goals (ros2_control's active state)? Changed only in the
+        #: does the controller take goals (ros2_control's active state)? Set by its owner
+        #: before physics starts (sim.arms.<arm>.start_active), then changed only in the
         #: physics thread, on a request (:meth:`request_activation`)
-        self.activated = active
+        self.activated = True
         self._switch: Optional[tuple[bool, threading.Event]] = None   # a requested change
         self._kernel = None        # the compiled follower, once bound
         self._kernel_goal: Optional[GoalTicket] = None   # the goal it was loaded with
