@@ -119,21 +119,23 @@ def test_a_motor_too_weak_for_its_load_is_named_as_it_sags_at_activation(tmp_pat
 
 
 @pytest.mark.slow
-def test_an_activation_service_not_offered_is_not_measured_and_nothing_else_activates(
-        tmp_path, monkeypatch) -> None:
-    """A wrong service name: left's check is NOT MEASURED naming the service (the stage cannot
-    pass), the right arm is not activated, nothing moved."""
+@pytest.mark.parametrize("key", ["activate_service", "deactivate_service"])
+def test_a_service_not_offered_is_not_measured_and_nothing_is_activated(tmp_path, monkeypatch,
+                                                                          key) -> None:
+    """A wrong service name, to activate left or to deactivate it: left's check is NOT
+    MEASURED naming the service (the stage cannot pass; an arm is never activated that could
+    not be stopped), the right arm is not activated, nothing moved."""
     from mj_manipulator_ros.hil.runners import activation as module
 
     # the wait for an absent service, shortened for the test
     monkeypatch.setattr(module, "SERVICE_WAIT_S", 1.0)
     path = inactive_config(tmp_path, {})
     data = yaml.safe_load(Path(path).read_text())
-    data["arms"][0]["activate_service"] = "/no_such_controller/activate"
+    data["arms"][0][key] = "/no_such_controller/switch"
     Path(path).write_text(yaml.safe_dump(data))
     results, _, moved, _, active = watch(tmp_path, {}, path)
     left = results["left"]
     assert left.status.value == "not_measured", left
-    assert "/no_such_controller/activate not offered within 1.0 s" in left.detail, left.detail
+    assert left.detail == "not activated: /no_such_controller/switch not offered within 1.0 s"
     assert results["right"].detail == "not activated: left could not be activated"
     assert not any(active.values()) and max(m.max() for m in moved.values()) < 1e-3

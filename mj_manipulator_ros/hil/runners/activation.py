@@ -137,6 +137,11 @@ def _watch(session: "HilSession", stage: Stage, arm: "ArmConfig",
     threshold = stage.check("activation_hold").threshold
     watch_s = stage.params["activation_watch_s"]
     joints = arm.joint_names
+    for verb in ("activate", "deactivate"):   # never activate an arm it could not stop
+        if services.has(verb) and not services.offered[verb]:
+            return check(stage, "activation_hold", arm.name, None,
+                         f"not activated: {services.names[verb]} not offered within "
+                         f"{SERVICE_WAIT_S} s")
     with session.paced(1.0):          # the robot's own time: the reaction is a wall-clock one
         rest = session.joint_states.samples(since=session.now() - REST_S).arm(joints)
         before = rest.positions.mean(axis=0) if len(rest) else session.pose(arm.name)
