@@ -88,6 +88,12 @@ class ArmRequests:
         return self._slot is not None
 
     @property
+    def waiting(self) -> Optional[Replacement]:
+        """The replacement in the slot, left there (None: none)."""
+        with self._lock:
+            return self._slot
+
+    @property
     def end_requested(self) -> bool:
         return self._end
 

@@ -630,11 +630,15 @@ class ArmRun:
         """Send the retimed goal (it preempts the running one at the controller); switch to it.
         Returns (its result future, its stamp in s), or None after failing the scope."""
         ch, s = self.channel, self.settings
+        # REPLACING before the slot empties: at every moment a replacement is pending or the
+        # phase says it is in flight (a driver that steps physics only while no goal is in
+        # flight saw neither between the take and the phase, and stepped past a pause's
+        # ramp start on a loaded machine: the lockstep sequences, seed 21)
+        self._enter(ArmPhase.REPLACING, f"the {self.requests.waiting.kind} goal is sent")
         # one step: a request made meanwhile stays for the next turn (core/arm_requests.py)
         taken = self.requests.take()
         trajectory, stamp, kind, departs = (taken.trajectory, taken.stamp, taken.kind,
                                             taken.departs_s)
-        self._enter(ArmPhase.REPLACING, f"the {kind} goal is sent")
         goal = self._goal(trajectory, stamp, replacement=True)
         sent_at = self.now()
         self.sent.append((sent_at, goal))
