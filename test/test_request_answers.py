@@ -103,7 +103,8 @@ def test_a_deferred_speed_change_the_plans_end_makes_pointless_is_said(tiny_sim,
         thread.start()
         report = executor.execute(plan)
         thread.join(30)
-    assert out["deferred"] is True and "deferred" in out["answer"].why
+    assert out["deferred"] is True and "deferred" in out["answer"].why, \
+        (out, report.summary())   # the answer and the run say why (one failure in a suite run)
     assert report.succeeded, report.summary()
     dropped = report.speed_changes_dropped
     assert len(dropped) == 1 and "speed 0.3" in dropped[0] and "not applied" in dropped[0], \
