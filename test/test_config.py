@@ -133,7 +133,11 @@ def test_a_faster_clock_scales_the_start_lead_and_its_floor() -> None:
     assert (slow.start_lead_s, slow.start_lead_floor_s) == (s.start_lead_s, s.start_lead_floor_s)
 
 
-def test_the_rehearsal_session_runs_its_leads_at_its_pace(tmp_path) -> None:
+def test_the_bring_up_gives_every_goal_the_full_lead_at_its_pace(tmp_path) -> None:
+    """The rehearsal at 2x scales the lead for the wall-clock work it covers; and every goal of
+    the bring-up gets that full lead, not the lead measured from its recent goals (regression:
+    CI's rehearsed ALOHA jog ran on the measured 0.12 s of sim time, and a 190 ms stall of the
+    simulator had it taken 2 ms late: stage 2 failed, its joint "not measured")."""
     from mj_manipulator_ros.hil.session import HilSession
     from mj_manipulator_ros.model.limits import load_config_with_model
     from mj_manipulator_ros.resources import config_file
@@ -141,8 +145,19 @@ def test_the_rehearsal_session_runs_its_leads_at_its_pace(tmp_path) -> None:
     config = load_config_with_model(config_file("sim_openarm.yaml"))
     session = HilSession(config, sim=True, real_time_factor=2.0)
     try:
-        s = session.config.execution
-        assert s.start_lead_floor_s == 2 * config.execution.start_lead_floor_s
-        assert s.start_lead_s == 2 * config.execution.start_lead_s
+        assert session.wait_for_joint_states(), "no joint states from the session's simulator"
+        leads = []
+        for step in (0.02, -0.02):    # the second goal has a history to measure a lead from
+            arm = config.arms[0]
+            target = session.pose(arm.name).copy()
+            target[0] += step
+            report, _ = session.run(session.move_plan({arm.name: target}, min_duration=0.3),
+                                    settle=0.0)
+            assert report.succeeded, report.summary()
+            leads.append(report.start_lead_s)
+        full = 2 * config.execution.start_lead_s
+        assert leads == [full, full], (
+            f"the bring-up's goals got leads {leads} s of sim time, not the full "
+            f"start_lead_s at 2x, {full} s")
     finally:
         session.close()
