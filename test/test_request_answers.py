@@ -110,3 +110,35 @@ def test_a_deferred_speed_change_the_plans_end_makes_pointless_is_said(tiny_sim,
     assert len(dropped) == 1 and "speed 0.3" in dropped[0] and "not applied" in dropped[0], \
         dropped
     assert "is over before the change would act" in dropped[0], dropped
+
+
+def test_a_request_timed_on_the_stamp_finds_the_execution_running(tiny_sim, ros, tmp_path,
+                                                                   monkeypatch) -> None:
+    """Regression (one failure of the deferred speed change in a suite run): the stamp was
+    public (``current_stamp``) before the speed had begun on it, so a speed change asked as
+    soon as the stamp showed was answered "nothing runs". The gap is widened here (the speed's
+    beginning held 0.3 s) to make the old order fail every time."""
+    tiny_sim()
+    config = tiny_config(tmp_path, execution={"use_sim_time": True, "start_lead_s": 1.0,
+                                              "start_lead_floor_s": 1.0}).executor
+    plan = swing_plan(duration=2.0, amplitude=0.02)
+    out: dict = {}
+    with MultiArmExecutor(config, context=ros.context) as executor:
+        begin = executor.speed.begin
+
+        def slow_begin(*args, **kwargs):
+            time.sleep(0.3)
+            return begin(*args, **kwargs)
+        monkeypatch.setattr(executor.speed, "begin", slow_begin)
+
+        def at_the_stamp() -> None:
+            if wait_for(lambda: executor.current_stamp is not None, timeout=30.0):
+                out["applied"] = executor.set_speed(0.5)
+                out["answer"] = executor.last_answer()
+        thread = threading.Thread(target=at_the_stamp)
+        thread.start()
+        report = executor.execute(plan)
+        thread.join(30)
+    assert not thread.is_alive()
+    assert out.get("applied") is True, (out, report.summary())
+    assert report.succeeded, report.summary()

@@ -261,8 +261,10 @@ class ExecutionRun:
         for run in self.arms.values():
             run.lead_s = self.lead_s
         stamp = StartStamp.after(now_ns, self.lead_s)
-        self.stamp = stamp
         self._start_watch(stamp)
+        # public (``current_stamp``) only once the speed has begun on it: a request timed on
+        # the stamp (a speed change in the lead) was answered "nothing runs" in between
+        self.stamp = stamp
         self.gate.open(stamp)
         return stamp
 
