@@ -290,7 +290,7 @@ def test_the_file_waits_while_an_execution_is_in_motion(ros, tmp_path) -> None:
     config = tiny_config(tmp_path, execution={"black_box_s": 1.0, "black_box_after_s": 0.0,
                                               "black_box_dir": str(tmp_path / "box")}).executor
     node = rclpy.create_node("black_box_defer", context=ros.context)
-    box = BlackBox(node, config, lambda joints: None)
+    box = BlackBox(node, config, lambda joints, window: None)
     try:
         now = time.time_ns()
         for k in range(50):
@@ -305,6 +305,73 @@ def test_the_file_waits_while_an_execution_is_in_motion(ros, tmp_path) -> None:
     finally:
         box.close()
         node.destroy_node()
+
+
+def test_a_buzzing_joint_is_not_at_rest_and_a_still_one_is(ros, tmp_path) -> None:
+    """The file ends once every arm is at rest: no joint moved more than REST_TOLERANCE over
+    REST_WINDOW_S of its readings, judged on every reading (real DDS, the executor's own
+    JointStateMonitor). Regression: rest was two polled samples about a window apart, so a
+    joint whose readings alternate 0 / 5x the tolerance at 200 Hz (never at rest) was called
+    at rest as soon as two polls read the same phase (and a loaded machine's file ended with
+    a joint still settling, 1.4e-4 rad over its last 0.113 s)."""
+    import threading
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from mj_manipulator_ros.core.report import ExecutionReport
+    from mj_manipulator_ros.ros.black_box import REST_TOLERANCE, BlackBox
+    from mj_manipulator_ros.ros.joint_state_monitor import JointStateMonitor
+
+    config = tiny_config(tmp_path, execution={"black_box_s": 1.0, "black_box_after_s": 1.0,
+                                              "black_box_dir": str(tmp_path / "box")}).executor
+    topic = config.arms[0].joint_states_topic
+    joints = [j for a in config.arms for j in a.joint_names]
+    node = rclpy.create_node("black_box_rest", context=ros.context)
+    monitor = JointStateMonitor(node, [topic], time.time)
+    publisher = node.create_publisher(JointState, topic, 50)
+    spin = SingleThreadedExecutor(context=ros.context)
+    spin.add_node(node)
+    stop, buzz = threading.Event(), threading.Event()
+    buzz.set()
+
+    def spin_until_stopped() -> None:
+        while not stop.is_set():
+            spin.spin_once(0.01)
+    spinner = threading.Thread(target=spin_until_stopped, name="test-spin")
+
+    def publish() -> None:
+        k = 0
+        while not stop.is_set():
+            msg = JointState(name=joints, position=[5 * REST_TOLERANCE * (k % 2 if
+                                                                          buzz.is_set() else 0)
+                                                    ] * len(joints))
+            publisher.publish(msg)
+            k += 1
+            time.sleep(0.005)
+    publishing = threading.Thread(target=publish, name="test-publish")
+    box = BlackBox(node, config, monitor.motion)
+    spinner.start()
+    publishing.start()
+    try:
+        assert monitor.wait_for(joints, 10.0) is not None, "no joint states came"
+        time.sleep(0.3)
+        report = ExecutionReport(ExecutionStatus.FAILED, None, None)
+        box.dump(report, swing_plan(), {}, 0.0, 0.0)
+        assert box.wait_written(15.0) and box.last_error is None, box.last_error
+        assert box.last_rest.startswith("not every arm at rest 1 s"), box.last_rest
+        buzz.clear()
+        box.dump(report, swing_plan(), {}, 0.0, 0.0)
+        assert box.wait_written(15.0) and box.last_error is None, box.last_error
+        assert box.last_rest.startswith("every arm at rest"), box.last_rest
+    finally:
+        stop.set()
+        publishing.join(5.0)
+        spinner.join(5.0)
+        box.close()
+        spin.shutdown()
+        node.destroy_node()
+    assert not publishing.is_alive() and not spinner.is_alive()
 
 
 #: a joint state's reading held this long (s) in the executor's process: slower than the
@@ -396,7 +463,7 @@ def test_the_window_reaches_back_from_the_failure_where_the_file_places_it(ros, 
     config = tiny_config(tmp_path, execution={"black_box_s": WINDOW_S, "black_box_after_s": 0.0,
                                               "black_box_dir": str(tmp_path / "box")}).executor
     node = rclpy.create_node("black_box_window", context=ros.context)
-    box = BlackBox(node, config, lambda joints: None)
+    box = BlackBox(node, config, lambda joints, window: None)
     try:
         # 3 s of joint states at 250 Hz, stamped s0 + k / 250, each received 1 ms after its stamp
         period, stale = 0.004, 0.05

@@ -54,6 +54,7 @@ from mj_manipulator_ros.ros.bag_recorder import (
     EVENTS_TOPIC, FEEDBACK, TYPE_NAMES, event_message, goal_topic)
 from mj_manipulator_ros.ros.bag_types import BagTypes
 from mj_manipulator_ros.ros.execution_recording import config_text, plan_text, run_messages
+from mj_manipulator_ros.ros.joint_state_monitor import RecentMotion
 from mj_manipulator_ros.ros.spinner import BackgroundSpinner
 
 DIAGNOSTICS = "/diagnostics"
@@ -185,12 +186,13 @@ class BlackBox:
         node: a node of the executor's (its context is the black box's: its own node for
             ``/diagnostics`` is made in it).
         config: the executor configuration (topics; ``execution.black_box_*``).
-        readings: joint names -> their latest readings or None
-            (``JointStateMonitor.readings``): how the writer sees the arms come to rest.
+        motion: (joint names, a stretch in s) -> how far they moved over the latest stretch
+            of their readings, or None while one has none (``JointStateMonitor.motion``): how
+            the writer sees the arms come to rest.
     """
 
     def __init__(self, node, config: ExecutorConfig,
-                 readings: Callable[[Sequence[str]], Optional[Mapping]]) -> None:
+                 motion: Callable[[Sequence[str], float], Optional[RecentMotion]]) -> None:
         s = config.execution
         self.config = config
         self.directory = Path(s.black_box_dir) if s.black_box_dir else default_directory()
@@ -198,7 +200,7 @@ class BlackBox:
         #: the joint states' (stamp, receipt) pairs: where the executor's events (times of the
         #: controllers' clock) go among them in the file
         self.clock_map = ClockMap(self.ring.window_ns + int(s.black_box_after_s * 1e9))
-        self._readings = readings
+        self._motion = motion
         # Nothing here subscribes to what the executor receives already: every subscription
         # more in this process costs the arms' cancels (measured, bench/black_box_bench.py: a
         # status subscription's callback woken by the very status a cancel publishes, and every
@@ -391,28 +393,21 @@ class BlackBox:
 
     def _wait_rest(self, joints: Sequence[str]) -> str:
         """Wait (this machine's clock, at most ``black_box_after_s``) until no joint of
-        ``joints`` moved more than REST_TOLERANCE over REST_WINDOW_S of fresh readings. Says how
-        it ended."""
+        ``joints`` moved more than REST_TOLERANCE over the last REST_WINDOW_S of its readings
+        (every reading received: the ones the file ends with; not two samples of them, which
+        a loaded machine's late polls spaced less than the window apart in the arm's time, and
+        a joint still settling passed). Says how it ended."""
         bound = self.config.execution.black_box_after_s
         t0 = time.monotonic()
-        history: collections.deque = collections.deque()
         while True:
             now = time.monotonic()
-            readings = self._readings(joints)
-            if readings is None:
+            motion = self._motion(joints, REST_WINDOW_S)
+            if motion is None:
                 return "rest not seen: no joint states of every joint of the plan's arms"
-            pos = [readings[j].position for j in joints]
-            got = max(r.received for r in readings.values())
-            if not history or history[-1][1] != got:
-                history.append((now, got, pos))
-            while len(history) > 1 and now - history[1][0] >= REST_WINDOW_S:
-                history.popleft()
-            if now - history[-1][0] > STALE_S:
+            if motion.age_s > STALE_S:
                 return (f"rest not seen: joint states stopped arriving "
-                        f"({now - history[-1][0]:.2f} s without one)")
-            first = history[0]
-            if now - first[0] >= REST_WINDOW_S and len(history) > 1 and max(
-                    abs(a - b) for a, b in zip(first[2], pos)) <= REST_TOLERANCE:
+                        f"({motion.age_s:.2f} s without one)")
+            if motion.spread is not None and motion.spread <= REST_TOLERANCE:
                 return f"every arm at rest {now - t0:.3f} s after the execution ended"
             if now - t0 >= bound:
                 return (f"not every arm at rest {bound:g} s after the execution ended "

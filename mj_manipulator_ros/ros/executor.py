@@ -131,7 +131,7 @@ class MultiArmExecutor:
         #: canceled after a goal was sent leaves a file its report names; None when
         #: ``execution.black_box_s`` is 0
         self.black_box: BlackBox | None = (
-            BlackBox(self._clock_node, config, self.monitor.readings)
+            BlackBox(self._clock_node, config, self.monitor.motion)
             if config.execution.black_box_s > 0 else None)
         if self.black_box is not None:
             self.monitor.raw_sink = self.black_box.keep

@@ -61,6 +61,24 @@ class JointReading:
     received: float
 
 
+#: how many readings per joint are kept for :meth:`JointStateMonitor.motion` (2 s at 500 Hz)
+RECENT_KEEP = 1024
+
+
+@dataclass(frozen=True)
+class RecentMotion:
+    """How far some joints moved over the latest stretch of their readings.
+
+    Attributes:
+        spread: the largest (max - min) of any joint's positions over the stretch (rad or m);
+            None while the readings kept do not yet reach back the whole stretch.
+        age_s: how long before now the newest reading came (s, this machine's clock).
+    """
+
+    spread: Optional[float]
+    age_s: float
+
+
 class JointStateMonitor:
     """Args:
         node: the node to subscribe on (spun elsewhere).
@@ -81,6 +99,10 @@ class JointStateMonitor:
         self._latest: dict[str, JointReading] = {}
         self._diffs: dict[str, collections.deque] = collections.defaultdict(
             lambda: collections.deque(maxlen=400))
+        # per joint, (receipt time on this machine's clock s, position): every reading, for
+        # whoever asks whether the joints are at rest (the black box's after-window)
+        self._recent: dict[str, collections.deque] = collections.defaultdict(
+            lambda: collections.deque(maxlen=RECENT_KEEP))
         names = names or {}
         self._node = node
         #: called with (names, positions, header stamp, receipt time, velocities) for every
@@ -124,11 +146,13 @@ class JointStateMonitor:
         wire_sys = ((info or {}).get("received_timestamp") or 0) * 1e-9
         wire = wire_sys if abs(wire_sys - received) < SAME_CLOCK_S else received
         # how late this process reads it (s, system clock; 0: not known or not needed)
-        late = max(0.0, time.time() - wire_sys) if wire_sys and wire is received else 0.0
+        arrived = time.time()
+        late = max(0.0, arrived - wire_sys) if wire_sys and wire is received else 0.0
         with self._cond:
             for k, name in enumerate(msg.name):
                 if k < len(msg.position):
                     self._latest[name] = JointReading(float(msg.position[k]), stamp, received)
+                    self._recent[name].append((arrived, float(msg.position[k])))
                     # On sim time this process's clock reads 0 until its first /clock: a
                     # message received then says nothing about the offset (0 - stamp would
                     # read as the controller's clock being ahead by its whole stamp, and stay
@@ -146,6 +170,29 @@ class JointStateMonitor:
             if not all(j in self._latest for j in joints):
                 return None
             return {j: self._latest[j] for j in joints}
+
+    def motion(self, joints: Sequence[str], window_s: float) -> Optional[RecentMotion]:
+        """How far ``joints`` moved over the last ``window_s`` of their readings (every reading
+        received, by this machine's clock at receipt, from the one at or before the stretch's
+        start to the newest; per joint its own newest); None while one has no reading."""
+        now = time.time()
+        with self._cond:
+            if not all(self._recent.get(j) for j in joints):
+                return None
+            kept = [self._recent[j] for j in joints]
+            age = now - max(k[-1][0] for k in kept)
+            spread = 0.0
+            for readings in kept:
+                start = readings[-1][0] - window_s
+                if readings[0][0] > start:   # not kept back that far yet
+                    return RecentMotion(None, age)
+                lo = hi = readings[-1][1]
+                for t, q in reversed(readings):
+                    lo, hi = min(lo, q), max(hi, q)
+                    if t <= start:
+                        break
+                spread = max(spread, hi - lo)
+        return RecentMotion(spread, age)
 
     def received(self, joints: Sequence[str]) -> dict[str, float]:
         """Receipt time (s) of the latest reading of each of ``joints`` that has one."""
