@@ -20,6 +20,7 @@ from mj_manipulator_ros.hil.identifiability import PoseSet, pose_set
 from mj_manipulator_ros.hil.motions import return_to, toward_middle, with_holds
 from mj_manipulator_ros.hil.pose_picture import picture_check
 from mj_manipulator_ros.hil.stages import Stage
+from mj_manipulator_ros.hil.runners.joint_jog import rest_of
 
 if TYPE_CHECKING:  # the session imports rclpy
     from mj_manipulator_ros.hil.session import HilSession
@@ -82,7 +83,10 @@ def gravity_poses(session: "HilSession", stage: Stage, models: dict) -> list[Che
                                  f"the move to the pose failed: {report_detail(report)}"))
                 _back(session, arm, start, out, stage, subject)
                 return out
-            q, effort = _rest(session, names, stage.params["rest_window_s"])
+            # (the states of the window waited for: a loaded machine delivers them late, and
+            # the pose was "not measured" with none yet)
+            q, effort = rest_of(session, {arm: names}, stage.params["rest_window_s"],
+                                latest=False)[arm]
             if q is None:
                 out.append(check(stage, "pose_set_gravity", subject, None,
                                  "no joint states of the arm at rest at the pose"))
@@ -110,16 +114,6 @@ def gravity_poses(session: "HilSession", stage: Stage, models: dict) -> list[Che
 
 def _want(stage: Stage) -> float:
     return stage.params["pose_set_margin"] * stage.check("pose_set_gravity").threshold
-
-
-def _rest(session: "HilSession", names, window: float):
-    """The arm's mean pose and effort (J,) over the last ``window`` s (effort None: none)."""
-    s = session.joint_states.samples(since=session.now() - window).arm(names)
-    if not len(s):
-        return None, None
-    effort = None if s.efforts is None or np.isnan(s.efforts).all() \
-        else np.nanmean(s.efforts, axis=0)
-    return s.positions.mean(axis=0), effort
 
 
 def _back(session: "HilSession", arm: str, start: np.ndarray, out: list, stage: Stage,

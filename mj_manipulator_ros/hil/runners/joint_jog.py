@@ -79,25 +79,10 @@ class _Jogger:
         self.last = None   # the latest move: (its trajectory, the joint states over its run)
 
     def rest(self) -> dict[str, tuple[np.ndarray, Optional[np.ndarray]]]:
-        """Every arm's mean pose and effort (J,) over the last ``rest_window_s``. States of the
-        window that have not arrived yet (a loaded receiver delivers late) are waited for, up
-        to REST_WAIT_S of the controllers' clock; an arm with none then reads its latest pose
-        and no effort (what needs the effort is then not judged)."""
-        since = self.session.now() - self.window
-        waited = self.session.now() + REST_WAIT_S
-        while True:
-            samples = self.session.joint_states.samples(since=since)
-            if all(len(samples.arm(j)) for j in self.arms.values()) or \
-                    self.session.now() >= waited:
-                break
-            self.session.sleep(0.01)
-        out = {}
-        for arm, joints in self.arms.items():
-            s = samples.arm(joints)
-            q = s.positions.mean(axis=0) if len(s) else self.session.pose(arm)
-            e = None if s.efforts is None or not len(s) or np.isnan(s.efforts).all() \
-                else np.nanmean(s.efforts, axis=0)
-            out[arm] = (q, e)
+        """Every arm's mean pose and effort (J,) over the last ``rest_window_s``
+        (:func:`rest_of`)."""
+        out = rest_of(self.session, self.arms, self.window)
+        for arm, (q, _) in out.items():
             self.largest = max(self.largest, float(np.max(np.abs(q - self.home[arm]))))
         return out
 
@@ -276,6 +261,30 @@ def _copied(arm: str, before, after) -> str:
             return (f"joint for joint as {arm}'s did: {other}'s joint states carry {arm}'s "
                     f"readings ({other}'s own are missing: a driver reading {arm}'s bus?)")
     return ""
+
+
+def rest_of(session: "HilSession", arms: dict, window: float, latest: bool = True
+            ) -> dict[str, tuple[Optional[np.ndarray], Optional[np.ndarray]]]:
+    """Each of ``arms``' (name -> joint names) mean pose and effort (J,) over the last
+    ``window`` s. States of the window that
+    have not arrived yet (a loaded receiver delivers late) are waited for, up to REST_WAIT_S of
+    the controllers' clock; an arm with none then reads its latest pose (``latest``; else None)
+    and no effort (what needs the effort is then not judged)."""
+    since = session.now() - window
+    waited = session.now() + REST_WAIT_S
+    while True:
+        samples = session.joint_states.samples(since=since)
+        if all(len(samples.arm(j)) for j in arms.values()) or session.now() >= waited:
+            break
+        session.sleep(0.01)
+    out = {}
+    for arm, joints in arms.items():
+        s = samples.arm(joints)
+        q = s.positions.mean(axis=0) if len(s) else (session.pose(arm) if latest else None)
+        e = None if s.efforts is None or not len(s) or np.isnan(s.efforts).all() \
+            else np.nanmean(s.efforts, axis=0)
+        out[arm] = (q, e)
+    return out
 
 
 def gravity_models(session: "HilSession") -> dict:
