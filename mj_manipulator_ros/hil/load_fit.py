@@ -147,7 +147,8 @@ def payload_explanation(regressor: LoadRegressor, q: np.ndarray,
 
 
 def fit_load(regressor: LoadRegressor, poses: np.ndarray, efforts: np.ndarray,
-             mass_prior: float = MASS_PRIOR) -> LoadFit:
+             mass_prior: float = MASS_PRIOR,
+             effort_floor: Optional[np.ndarray] = None) -> LoadFit:
     """The load from ``poses`` (P, J) and the efforts measured at rest there (P, J).
 
     Gravity at rest identifies combinations of the links' masses (base parameters), not every
@@ -157,6 +158,11 @@ def fit_load(regressor: LoadRegressor, poses: np.ndarray, efforts: np.ndarray,
     probable under both (the noise variance from the plain least-squares residual): the
     combinations the poses identify come from the data; the rest stay near the model, and
     their standard errors say so (about ``mass_prior``). 0: plain least squares.
+
+    ``effort_floor`` (J,): each joint's error at rest is taken as at least this (N m, one
+    sigma): static friction holds part of the load at rest, by an amount that depends on how
+    the joint came to rest, the same at nearby poses (not independent noise: at a bring-up's
+    nearby poses a healthy OpenArm's residual of 0.016 N m made link 2 "x1.50 +- 0.20").
     """
     a_rows, b_rows = [], []
     for q, e in zip(poses, efforts):
@@ -167,15 +173,21 @@ def fit_load(regressor: LoadRegressor, poses: np.ndarray, efforts: np.ndarray,
     theta, *_ = np.linalg.lstsq(a, b, rcond=None)
     dof = max(1, a.shape[0] - a.shape[1])
     residual = b - a @ theta
-    sigma2 = max(float(residual @ residual) / dof, 1e-12)
-    info = a.T @ a / sigma2
+    sigma = np.full(a.shape[0], np.sqrt(max(float(residual @ residual) / dof, 1e-12)))
+    if effort_floor is not None:
+        sigma = np.maximum(sigma, np.tile(np.asarray(effort_floor, dtype=float), len(poses)))
+    aw, bw = a / sigma[:, None], b / sigma
+    info = aw.T @ aw
     if mass_prior > 0:
         k = len(regressor.bodies)
         prior = np.zeros(a.shape[1])
         prior[:k] = 1.0 / mass_prior ** 2
         theta = np.linalg.solve(info + np.diag(prior),
-                                a.T @ b / sigma2 + prior * regressor.nominal())
+                                aw.T @ bw + prior * regressor.nominal())
         info = info + np.diag(prior)
+        residual = b - a @ theta
+    elif effort_floor is not None:
+        theta, *_ = np.linalg.lstsq(aw, bw, rcond=None)
         residual = b - a @ theta
     cov = np.linalg.pinv(info)
     return LoadFit(regressor.names, theta, np.sqrt(np.maximum(np.diag(cov), 0.0)),

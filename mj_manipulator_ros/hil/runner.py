@@ -122,6 +122,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                     _attach_scene(record, session, config)
                     session.bags_dir = record.dir / "bags"
                     session.pictures_dir = record.dir / "pictures"
+                    session.records_dir = record.dir
                     session.ask, session.say, session.is_tty = ask, say, is_tty
                     if not session.wait_for_joint_states(timeout=config.execution.server_wait_s):
                         say("hil: no /joint_states for every arm; is the robot (or --sim) up?")

@@ -146,6 +146,11 @@ class HilSession:
         self.bags_dir: Optional[Path] = None
         #: where the operator's pictures go, and how the operator is asked (set by the runner)
         self.pictures_dir: Optional[Path] = None
+        #: the run folder (set by the runner): what a stage writes besides its results
+        self.records_dir: Optional[Path] = None
+        #: per arm, its mean pose and effort (J,) at rest wherever a stage weighed it (the
+        #: jogs, the pose set): what its load is fitted from (``runners/load_measure.py``)
+        self.rest_samples: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.ask = input
         self.say = print
         self.is_tty = False
@@ -153,6 +158,13 @@ class HilSession:
         self.bags: list[tuple[int, Path]] = []
         if self.sim_node is not None:
             self.executor.record_artifacts = self.sim_node.scene.artifacts()
+
+    def note_rest(self, arm: str, q: np.ndarray, effort: Optional[np.ndarray]) -> None:
+        """Keep ``arm``'s pose and effort (J,) at rest for its load fit (none without an
+        effort, or with one not finite)."""
+        if effort is not None and np.all(np.isfinite(effort)) and np.all(np.isfinite(q)):
+            self.rest_samples.setdefault(arm, []).append(
+                (np.array(q, dtype=float), np.array(effort, dtype=float)))
 
     @property
     def checker(self) -> PlanReplayChecker:

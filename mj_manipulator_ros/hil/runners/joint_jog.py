@@ -266,7 +266,7 @@ def _copied(arm: str, before, after) -> str:
 def rest_of(session: "HilSession", arms: dict, window: float, latest: bool = True
             ) -> dict[str, tuple[Optional[np.ndarray], Optional[np.ndarray]]]:
     """Each of ``arms``' (name -> joint names) mean pose and effort (J,) over the last
-    ``window`` s. States of the window that
+    ``window`` s, kept for its load fit (``HilSession.note_rest``). States of the window that
     have not arrived yet (a loaded receiver delivers late) are waited for, up to REST_WAIT_S of
     the controllers' clock; an arm with none then reads its latest pose (``latest``; else None)
     and no effort (what needs the effort is then not judged)."""
@@ -284,6 +284,8 @@ def rest_of(session: "HilSession", arms: dict, window: float, latest: bool = Tru
         e = None if s.efforts is None or not len(s) or np.isnan(s.efforts).all() \
             else np.nanmean(s.efforts, axis=0)
         out[arm] = (q, e)
+        if len(s):
+            session.note_rest(arm, q, e)
     return out
 
 

@@ -10,6 +10,7 @@ from mj_manipulator_ros.hil.check_result import CheckResult, check, report_detai
 from mj_manipulator_ros.hil.motions import out_and_back
 from mj_manipulator_ros.hil.runners.gravity_poses import gravity_poses
 from mj_manipulator_ros.hil.runners.joint_jog import NEVER_RAN, gravity_models, joint_jog
+from mj_manipulator_ros.hil.runners.load_measure import measured_load
 from mj_manipulator_ros.hil.stages import Protocol, Stage
 from typing import TYPE_CHECKING
 
@@ -19,15 +20,18 @@ if TYPE_CHECKING:  # the session imports rclpy
 
 def small_motion(session: "HilSession", stage: Stage, protocol: Protocol) -> list[CheckResult]:
     """Every joint jogged alone first (``runners/joint_jog.py``), then the pose set where
-    gravity shows the signs the jogs could not (``runners/gravity_poses.py``); only when every
-    joint passed, each arm's out-and-back, ``runs`` times."""
+    gravity shows the signs the jogs could not (``runners/gravity_poses.py``), the arms' load
+    fitted from their efforts at rest at all those poses (``runners/load_measure.py``); only
+    when every joint passed, each arm's out-and-back, ``runs`` times."""
     p = stage.params
     out = joint_jog(session, stage)
     if not all(r.passed for r in out):
         return out
-    out.extend(gravity_poses(session, stage, gravity_models(session)))
+    models = gravity_models(session)
+    out.extend(gravity_poses(session, stage, models))
     if not all(r.passed for r in out):
         return out
+    out.extend(measured_load(session, stage, models))
     for arm in session.config.arm_names:
         start = session.pose(arm)
         plan = out_and_back(session, arm, p["amplitude_rad"], p["duration_s"]).time_scaled(p["speed"])

@@ -1,0 +1,95 @@
+"""Stage 2, after the pose set: each arm's real load, measured from what the stage already did.
+
+Every pose the stage weighed the arm at (its start pose between the jogs, each jogged pose, each
+pose of the pose set: ``HilSession.rest_samples``) gave its pose and efforts at rest. From them
+``hil/load_fit.py`` fits the gravity parameters the model may get wrong: a mass factor per link
+(with a prior of 1 +- ``MASS_PRIOR``: what the poses cannot tell apart stays near the model, and
+its standard error says so) and a payload at the last link (mass and first moment). Nothing
+moves for it. The check (``load_fit``) is recorded, never blocking: every pose already passed
+its gravity check; its figure is what the fitted load leaves unexplained (RMS, N m), its text
+the parameters with their standard errors and which of them the efforts say differ from the
+model. The corrected model is written to the run folder as ``mass_overlay.json`` (every arm's
+bodies), for ``scene.mass_overlay`` (``model/mass_overlay.py``): the checks, the simulator, the
+actuator twin and the gravity feed-forward then carry the load the arm has.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mj_manipulator_ros.hil.check_result import CheckResult, check, not_applicable
+from mj_manipulator_ros.hil.load_fit import PAYLOAD, LoadRegressor, fit_load
+from mj_manipulator_ros.hil.stages import Stage
+
+if TYPE_CHECKING:  # the session imports rclpy
+    from mj_manipulator_ros.hil.session import HilSession
+
+#: the overlay's file in the run folder
+OVERLAY_FILE = "mass_overlay.json"
+#: a parameter is said to differ from the model when it is this many standard errors off it
+SIGNIFICANT = 2.0
+
+
+def measured_load(session: "HilSession", stage: Stage, models: dict) -> list[CheckResult]:
+    """Each arm's load fitted from its rests this stage (module docstring); ``models``: arm ->
+    GravityModel. Writes the overlay of every arm fitted to the run folder."""
+    out: list[CheckResult] = []
+    fitted = []   # (arm, fit, regressor, rests)
+    for arm in session.config.arm_names:
+        model = models.get(arm)
+        rests = session.rest_samples.get(arm, [])
+        if model is None:
+            out.append(not_applicable(stage, "load_fit", arm, 0.0,
+                                      "no scene section: no model to weigh the arm with"))
+        elif not rests:
+            out.append(not_applicable(stage, "load_fit", arm, 0.0,
+                                      "the joint states carry no efforts: nothing to fit"))
+        else:
+            regressor = LoadRegressor(model)
+            fit = fit_load(regressor, np.array([q for q, _ in rests]),
+                           np.array([e for _, e in rests]), effort_floor=_friction(model))
+            fitted.append((arm, fit, regressor, rests))
+    where = ""
+    if fitted and session.records_dir is not None:
+        bodies, fits = {}, {}
+        for arm, fit, regressor, _ in fitted:
+            overlay = fit.overlay(regressor)
+            bodies.update(overlay["bodies"])
+            fits[arm] = overlay["fit"]
+        path = session.records_dir / OVERLAY_FILE
+        path.write_text(json.dumps({"bodies": bodies, "fit": fits}, indent=1))
+        where = f"; the corrected model: {path} (name it in scene.mass_overlay)"
+    for arm, fit, regressor, rests in fitted:
+        poses = np.array([q for q, _ in rests])
+        distinct = len(np.unique(np.round(poses, 3), axis=0))
+        out.append(check(stage, "load_fit", arm, fit.rms,
+                         f"{_differs(fit, regressor)}; fitted from {len(rests)} rests at "
+                         f"{distinct} distinct poses: {fit.describe()}{where}", passed=True))
+    return out
+
+
+def _differs(fit, regressor: LoadRegressor) -> str:
+    """Which parameters the efforts say differ from the model (SIGNIFICANT standard errors)."""
+    nominal = regressor.nominal()
+    off = []
+    for name, v, s, n in zip(fit.names, fit.estimate, fit.std, nominal):
+        if s > 0 and abs(v - n) > SIGNIFICANT * s:
+            off.append(f"{name.split(':')[1]}'s link x{v:.2f} +- {s:.2f}"
+                       if name.startswith("mass_factor:") else f"{name} {v:+.3f} +- {s:.3f}")
+    k = fit.names.index(PAYLOAD[0])
+    if not off:
+        return (f"the load is the model's within {SIGNIFICANT:g} standard errors (payload "
+                f"{fit.estimate[k]:+.3f} +- {fit.std[k]:.3f} kg)")
+    return "the arm's load differs from the model: " + ", ".join(off)
+
+
+def _friction(model) -> np.ndarray:
+    """(J,) each joint's error at rest, one sigma (N m): its static friction in the model
+    (``frictionloss``, uniform within +-it: / sqrt 3). A model without friction gives 0: the
+    fit's own residual then stands for it, and its standard errors are too small where the
+    real joints hold part of the load by friction (model it)."""
+    return np.asarray(model.model.dof_frictionloss[np.asarray(model.dof_adr)],
+                      dtype=float) / np.sqrt(3.0)
