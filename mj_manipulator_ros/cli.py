@@ -544,6 +544,14 @@ def _hil(args: argparse.Namespace) -> int:
     if not args.config:
         print("mj-manipulator-ros hil: --config is required", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.measure_load:
+        if args.stage is not None or args.through is not None or args.force:
+            print("mj-manipulator-ros hil: --measure-load runs alone (no --stage, --through or "
+                  "--force)", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        from mj_manipulator_ros.hil.load_run import run_load_measurement
+        return run_load_measurement(args.config, sim=args.sim, yes=args.yes,
+                                    results=args.results)
     return run_hil(args.config, sim=args.sim, stage=args.stage, through=args.through, yes=args.yes,
                    force=args.force, reason=args.reason, results=args.results)
 
@@ -694,6 +702,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="hil/results", help="records folder (default hil/results)")
     p.add_argument("--write-checklist", action="store_true",
                    help="regenerate hil/CHECKLIST.md from hil/stages.yaml and exit")
+    p.add_argument("--measure-load", action="store_true",
+                   help="measure each arm's load through a pose set and write the corrected "
+                        "model (mass_overlay.json) to the run folder (moves the robot; stage 0 "
+                        "passed, stage 1 failing on nothing but its load)")
     p.set_defaults(func=_hil)
 
     p = sub.add_parser("execution-node", help="serve the combined FollowJointTrajectory action")

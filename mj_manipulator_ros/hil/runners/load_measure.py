@@ -37,7 +37,7 @@ def measured_load(session: "HilSession", stage: Stage, models: dict) -> list[Che
     """Each arm's load fitted from its rests this stage (module docstring); ``models``: arm ->
     GravityModel. Writes the overlay of every arm fitted to the run folder."""
     out: list[CheckResult] = []
-    fitted = []   # (arm, fit, regressor, rests)
+    fitted = {}
     for arm in session.config.arm_names:
         model = models.get(arm)
         rests = session.rest_samples.get(arm, [])
@@ -48,27 +48,104 @@ def measured_load(session: "HilSession", stage: Stage, models: dict) -> list[Che
             out.append(not_applicable(stage, "load_fit", arm, 0.0,
                                       "the joint states carry no efforts: nothing to fit"))
         else:
-            regressor = LoadRegressor(model)
-            fit = fit_load(regressor, np.array([q for q, _ in rests]),
-                           np.array([e for _, e in rests]), effort_floor=_friction(model))
-            fitted.append((arm, fit, regressor, rests))
+            fitted[arm] = (*fit_arm(model, rests), rests)
     where = ""
     if fitted and session.records_dir is not None:
-        bodies, fits = {}, {}
-        for arm, fit, regressor, _ in fitted:
-            overlay = fit.overlay(regressor)
-            bodies.update(overlay["bodies"])
-            fits[arm] = overlay["fit"]
         path = session.records_dir / OVERLAY_FILE
-        path.write_text(json.dumps({"bodies": bodies, "fit": fits}, indent=1))
+        path.write_text(json.dumps(overlay_of(fitted), indent=1))
         where = f"; the corrected model: {path} (name it in scene.mass_overlay)"
-    for arm, fit, regressor, rests in fitted:
-        poses = np.array([q for q, _ in rests])
-        distinct = len(np.unique(np.round(poses, 3), axis=0))
+    for arm, (fit, regressor, rests) in fitted.items():
         out.append(check(stage, "load_fit", arm, fit.rms,
-                         f"{_differs(fit, regressor)}; fitted from {len(rests)} rests at "
-                         f"{distinct} distinct poses: {fit.describe()}{where}", passed=True))
+                         said(fit, regressor, rests) + where, passed=True))
     return out
+
+
+def fit_arm(model, rests: list) -> tuple:
+    """(the fit, its regressor) of one arm's ``rests`` ((pose, effort) pairs, each (J,)) on its
+    GravityModel ``model``: every link's mass factor and a payload at the last link."""
+    regressor = LoadRegressor(model)
+    fit = fit_load(regressor, np.array([q for q, _ in rests]), np.array([e for _, e in rests]),
+                   effort_floor=_friction(model))
+    return fit, regressor
+
+
+def overlay_of(fitted: dict) -> dict:
+    """The corrected model of every fitted arm (arm -> (fit, regressor, ...)) as one overlay:
+    every arm's bodies, and per arm its fit."""
+    bodies, fits = {}, {}
+    for arm, (fit, regressor, *_) in fitted.items():
+        overlay = fit.overlay(regressor)
+        bodies.update(overlay["bodies"])
+        fits[arm] = overlay["fit"]
+    return {"bodies": bodies, "fit": fits}
+
+
+def said(fit, regressor: LoadRegressor, rests: list) -> str:
+    """What a fit says: which parameters differ from the model, from how many rests, all of
+    them with their standard errors."""
+    distinct = len(np.unique(np.round(np.array([q for q, _ in rests]), 3), axis=0))
+    return (f"{_differs(fit, regressor)}; fitted from {len(rests)} rests at {distinct} "
+            f"distinct poses: {fit.describe()}")
+
+
+def visit_load_poses(session: "HilSession", arm: str, settings: dict, say):
+    """``arm`` through its load poses (``hil/load_run.py``), resting at each: the (pose, effort)
+    pairs at rest (the start pose first), or why it stopped (a text; the arm moved back)."""
+    from mj_manipulator_ros.hil.load_fit import contact_free, load_poses
+    from mj_manipulator_ros.hil.motions import return_to, with_holds
+    from mj_manipulator_ros.hil.runners.joint_jog import gravity_models, rest_of
+    from mj_manipulator_ros.hil.check_result import report_detail
+
+    model = gravity_models(session).get(arm)
+    if model is None:
+        return "no scene section: no model to weigh the arm with"
+    names = session.config.arm(arm).joint_names
+    window = settings["load_rest_window_s"]
+    start = session.pose(arm)
+    lower, upper = session.limits(arm)
+    if session.sim_node is not None:
+        scene = session.sim_node.scene
+    else:
+        from mj_manipulator_ros.model.scene import scene_for
+        scene = scene_for(session.config)
+    poses = load_poses(LoadRegressor(model), start, lower, upper, int(settings["load_poses"]),
+                       float(settings["load_move_rad"]), free=contact_free(scene, arm))
+    rests = []
+    for k, q in enumerate(poses):
+        if k:
+            move = session.move_plan({arm: q})
+            if "scene" in session.config.extra:
+                replay = session.checker.check(timeline=with_holds(session, move),
+                                               mode="recorded")
+                if not replay.collision_free:
+                    say(f"  {arm}: pose {k} would collide, not visited: "
+                        + replay.summary().splitlines()[0])
+                    continue
+            report, _ = session.run(move, settle=settings["load_settle_s"])
+            if not report.succeeded:
+                return_to(session, {arm: start})
+                return f"the move to load pose {k} failed: {report_detail(report)}"
+        q_m, effort = rest_of(session, {arm: names}, window, latest=False)[arm]
+        if q_m is None or effort is None:
+            return_to(session, {arm: start})
+            return (f"no joint states of the arm at rest at load pose {k}" if q_m is None else
+                    "the joint states carry no efforts: nothing to fit")
+        rests.append((q_m, effort))
+        say(f"  {arm}: load pose {k + 1} of {len(poses)} weighed")
+    report = return_to(session, {arm: start})
+    if not report.succeeded:
+        return f"moving back to the start pose failed: {report_detail(report)}"
+    return rests
+
+
+def fit_rests(session: "HilSession", rests_by_arm: dict) -> tuple[dict, dict]:
+    """Every arm's rests fitted: (the overlay of them all, arm -> what its fit says)."""
+    from mj_manipulator_ros.hil.runners.joint_jog import gravity_models
+
+    models = gravity_models(session)
+    fitted = {arm: (*fit_arm(models[arm], rests), rests) for arm, rests in rests_by_arm.items()}
+    return overlay_of(fitted), {arm: said(fit, regressor, rests)
+                                for arm, (fit, regressor, rests) in fitted.items()}
 
 
 def _differs(fit, regressor: LoadRegressor) -> str:
