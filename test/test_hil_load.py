@@ -22,6 +22,38 @@ FAULT = {ARM: {"link_mass_scale": {f"{J}2": 1.2, f"{J}3": 1.2, f"{J}4": 1.2},
                "payload_kg": 0.5, "payload_offset_m": [0.0, 0.0, 0.05]}}
 
 
+def test_a_load_that_a_joint_fault_explains_as_well_is_not_cleared_to_move() -> None:
+    """Only a gravity failure a load explains and no joint fault does lets the arm be moved to
+    measure its load: "or by: <a joint fault>" leaves the wiring in doubt."""
+    from mj_manipulator_ros.hil.check_result import CheckResult, CheckStatus
+    from mj_manipulator_ros.hil.load_run import is_load
+
+    load = ("largest residual 0.900 N m at openarm_left_joint2 (measured +3.1, model +2.2); "
+            "explained by: the arm 0.48 kg heavier at its last link (residual 0.100 N m under "
+            "it)")
+    both = load + "; or by: left openarm_left_joint2 gain x1.41 (residual 0.200 N m under it)"
+    result = lambda detail, name="gravity_consistency": CheckResult(  # noqa: E731
+        1, name, "left", 0.9, 0.25, "N m", CheckStatus.FAILED, detail)
+    assert is_load(result(load))
+    assert not is_load(result(both))
+    assert not is_load(result(load, name="holding_drift"))
+
+
+def test_rests_at_one_pose_are_one_pose() -> None:
+    """The start pose weighed between every jog is one pose, its efforts averaged: not as many
+    independent equations as rests (they share the same friction)."""
+    from mj_manipulator_ros.hil.runners.load_measure import SAME_POSE_RAD, distinct_rests
+
+    home, other = np.zeros(3), np.array([0.3, 0.0, 0.0])
+    rests = [(home, np.array([1.0, 2.0, 3.0])), (other, np.ones(3)),
+             (home + 0.5 * SAME_POSE_RAD, np.array([3.0, 2.0, 1.0])),
+             (home + 2 * SAME_POSE_RAD, np.zeros(3))]
+    poses, efforts = distinct_rests(rests)
+    assert len(poses) == 3
+    assert np.allclose(efforts[0], [2.0, 2.0, 2.0]) and np.allclose(efforts[1], 1.0)
+    assert np.allclose(poses[0], home + 0.25 * SAME_POSE_RAD)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_heavier_arm_is_named_at_stage_1_then_measured_and_its_model_corrected(tmp_path) -> None:
@@ -96,3 +128,39 @@ def test_an_arm_wired_wrong_is_not_moved_to_measure_its_load(tmp_path) -> None:
     run = sorted(p for p in results.iterdir() if p.is_dir())[-1]
     assert not (run / "bags").exists() or not any((run / "bags").iterdir()), text
     assert not (run / "mass_overlay.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_ctrl_c_during_the_load_measurement_cancels_and_sends_nothing_after(tmp_path,
+                                                                           processes) -> None:
+    """Ctrl-C while an arm moves to a load pose: the move is canceled and no move follows it
+    (before: the canceled move read as a failed one and the arm was sent back to its start
+    pose), exit 130, recorded as interrupted."""
+    import signal
+    import time
+
+    from mj_manipulator_ros.resources import config_file
+    from test_hil_sim import CLI, events
+
+    config = str(config_file("sim_openarm.yaml"))
+    assert run_hil(config, sim=True, yes=True, stage=0, results=str(tmp_path),
+                   say=lambda _: None) == 0
+    proc = processes([*CLI, "--config", config, "--sim", "--yes", "--measure-load",
+                      "--results", str(tmp_path)])
+    # every move is recorded (<run>/bags/stage2_<k>); the second is under way once its bag is
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None and \
+            len(list(tmp_path.glob("*/bags/stage2_*"))) < 2:
+        time.sleep(0.05)
+    moves = sorted(tmp_path.glob("*/bags/stage2_*"))
+    assert len(moves) >= 2, "the load measurement never moved twice"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    after = sorted(tmp_path.glob("*/bags/stage2_*"))
+    assert after == moves, f"moves after Ctrl-C: {[p.name for p in after if p not in moves]}"
+    run = sorted(p for p in tmp_path.iterdir() if p.is_dir() and (p / "checks.jsonl").exists())
+    interrupted = [e for e in events(run[-1]) if e.get("event") == "interrupted"]
+    assert interrupted and interrupted[0]["detail"].startswith("Ctrl-C: every arm canceled")
+    assert not (run[-1] / "mass_overlay.json").exists()

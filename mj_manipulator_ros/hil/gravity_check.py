@@ -89,6 +89,9 @@ class GravityModel:
         self.joint_names = tuple(binding.joint_names)
         self.qpos_adr = np.asarray(binding.qpos_adr)
         self.dof_adr = np.asarray(binding.dof_adr)
+        # under co-simulation the twin owns the joints' friction (N m, (J,)); None otherwise
+        twin = getattr(scene, "twin", {}).get(arm)
+        self.twin_frictionloss = None if twin is None else np.asarray(twin.frictionloss)
 
     def expected(self, q: np.ndarray) -> np.ndarray:
         """Effort (J,) the actuators carry at rest at positions ``q`` (J,)."""

@@ -28,6 +28,7 @@ Shapes: (J,) per arm, poses (P, J), the regressor (P J, K). Units: N m, kg, m.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -235,8 +236,9 @@ def load_poses(regressor: LoadRegressor, start: np.ndarray, lower: np.ndarray,
 def contact_free(scene, arm: str, margin: float = 0.01):
     """A predicate: does the arm at pose ``q`` (J,), the rest of the scene at its initial pose,
     stay ``margin`` m clear of every body it does not touch there already (the scene's model,
-    its own MjData: MuJoCo's contacts within the margin)."""
-    model = scene.model
+    its own copy of the model and MjData: MuJoCo's contacts within the margin; the scene's
+    model, which a simulator may be stepping, is only read)."""
+    model = copy.deepcopy(scene.model)
     data = mujoco.MjData(model)
     binding = scene.arms[arm]
     bodies = set(binding.body_ids)

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-import numpy as np
-
 from mj_manipulator_ros.core.errors import MjManipulatorError
+from mj_manipulator_ros.core.heap import FrozenHeap
 from mj_manipulator_ros.hil.check_result import CheckStatus
 from mj_manipulator_ros.hil.records import GateState, RunRecord, fingerprint
 from mj_manipulator_ros.hil.runners.load_measure import OVERLAY_FILE
@@ -49,8 +49,10 @@ PROCEDURE = "Load measurement"
 
 
 def is_load(result) -> bool:
-    """A stage-1 gravity failure the model's masses explain (not a wiring fault)."""
-    return result.name == "gravity_consistency" and "explained by: the arm " in result.detail
+    """A stage-1 gravity failure the model's masses explain and nothing else does (a joint
+    fault that explains it too, said as "or by", leaves the wiring in doubt)."""
+    return (result.name == "gravity_consistency" and "explained by: the arm " in result.detail
+            and "; or by: " not in result.detail)
 
 
 def run_load_measurement(config_path: str, sim: bool = False, yes: bool = False,
@@ -90,28 +92,46 @@ def run_load_measurement(config_path: str, sim: bool = False, yes: bool = False,
                          joint_states_keep_s=protocol.settings["joint_states_keep_s"],
                          black_box_dir=str(record.dir / "black_box"))
     session.bags_dir, session.records_dir = record.dir / "bags", record.dir
+    session.pictures_dir = record.dir / "pictures"
     session.ask, session.say, session.is_tty = ask, say, is_tty
+    heap = FrozenHeap()   # as run_hil: what is alive now kept out of the runs' collections
+    previous = signal.getsignal(signal.SIGINT)
+    prompting = [False]   # at the confirmation prompt: nothing runs, Ctrl-C leaves at once
+
+    def on_sigint(_signum, _frame):
+        session.interrupt()   # the running move canceled; no move is sent after it
+        if prompting[0]:
+            raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_sigint)
     outcome = "FAILED"
     try:
-        code = _measure(session, protocol, record, sim, yes, is_tty, ask, say)
+        heap.freeze()
+        code = _measure(session, protocol, record, sim, yes, is_tty, ask, say, prompting)
         outcome = {EXIT_OK: "passed", EXIT_REFUSED: "refused",
                    EXIT_NOT_RUN: "not run: no confirmation"}.get(code, "FAILED")
-    except Interrupted:
-        record.event("interrupted", detail="Ctrl-C: every arm canceled")
-        say("hil: interrupted; every arm was canceled")
+    except (Interrupted, KeyboardInterrupt) as exc:
+        report = getattr(exc, "report", None)
+        unconfirmed = report.unconfirmed_arms if report is not None else []
+        record.event("interrupted", detail="Ctrl-C: every arm canceled" + (
+            f"; STOP NOT CONFIRMED for {unconfirmed}" if unconfirmed else ""))
+        say("hil: interrupted; every arm was canceled" + (
+            f"; STOP NOT CONFIRMED for {unconfirmed}" if unconfirmed else ""))
         code, outcome = EXIT_INTERRUPTED, "interrupted"
     except Exception as exc:  # noqa: BLE001 - recorded before leaving
         record.event("error", detail=f"{type(exc).__name__}: {exc}")
         say(f"hil: error: {type(exc).__name__}: {exc}")
         code = EXIT_FAILED
     finally:
+        signal.signal(signal.SIGINT, previous)
         bags = session.bags
         session.close()
+        heap.release()
         record.close([(1, PROCEDURE, outcome)], None, None, bags=bags)
     return code
 
 
-def _measure(session, protocol, record, sim: bool, yes: bool, is_tty: bool, ask, say) -> int:
+def _measure(session, protocol, record, sim: bool, yes: bool, is_tty: bool, ask, say,
+             prompting: list) -> int:
     from mj_manipulator_ros.hil import runners
 
     if not session.wait_for_joint_states(timeout=session.config.execution.server_wait_s):
@@ -140,10 +160,13 @@ def _measure(session, protocol, record, sim: bool, yes: bool, is_tty: bool, ask,
         say(f"The load measurement moves each arm in turn through {settings['load_poses']} poses, "
             f"up to {settings['load_move_rad']:g} rad of one or two joints from where it stands, "
             "slowly, resting at each; then back.")
+        prompting[0] = True
         try:
             answer = ask(f"E-stop in reach? Type '{word}' to start: ")
         except EOFError:
             return EXIT_NOT_RUN
+        finally:
+            prompting[0] = False
         if answer.strip() != word:
             return EXIT_NOT_RUN
     from mj_manipulator_ros.hil.runners.load_measure import fit_rests, visit_load_poses

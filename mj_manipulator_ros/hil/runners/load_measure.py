@@ -48,7 +48,16 @@ def measured_load(session: "HilSession", stage: Stage, models: dict) -> list[Che
             out.append(not_applicable(stage, "load_fit", arm, 0.0,
                                       "the joint states carry no efforts: nothing to fit"))
         else:
-            fitted[arm] = (*fit_arm(model, rests), rests)
+            try:
+                fit, regressor = fit_arm(model, rests)
+            except (np.linalg.LinAlgError, ValueError) as exc:
+                out.append(not_applicable(stage, "load_fit", arm, 0.0, f"no fit: {exc}"))
+                continue
+            if not np.isfinite(fit.rms) or not np.all(np.isfinite(fit.estimate)):
+                out.append(not_applicable(stage, "load_fit", arm, 0.0,
+                                          "no fit: the rests gave figures that are not finite"))
+                continue
+            fitted[arm] = (fit, regressor, rests)
     where = ""
     if fitted and session.records_dir is not None:
         path = session.records_dir / OVERLAY_FILE
@@ -60,13 +69,34 @@ def measured_load(session: "HilSession", stage: Stage, models: dict) -> list[Che
     return out
 
 
+#: rests this close (rad, every joint) are one pose: weighed again, not seen anew
+SAME_POSE_RAD = 1e-3
+
+
 def fit_arm(model, rests: list) -> tuple:
     """(the fit, its regressor) of one arm's ``rests`` ((pose, effort) pairs, each (J,)) on its
-    GravityModel ``model``: every link's mass factor and a payload at the last link."""
+    GravityModel ``model``: every link's mass factor and a payload at the last link. The rests
+    at one pose (the start pose, between every jog) are averaged into one: they are the same
+    equations again, their errors (static friction) the same, not independent samples."""
+    poses, efforts = distinct_rests(rests)
     regressor = LoadRegressor(model)
-    fit = fit_load(regressor, np.array([q for q, _ in rests]), np.array([e for _, e in rests]),
-                   effort_floor=_friction(model))
+    fit = fit_load(regressor, poses, efforts, effort_floor=_friction(model))
     return fit, regressor
+
+
+def distinct_rests(rests: list) -> tuple[np.ndarray, np.ndarray]:
+    """The rests' distinct poses (P, J) and the mean effort at each (P, J): a rest within
+    SAME_POSE_RAD of an earlier pose at every joint joins it."""
+    groups: list[list] = []
+    for q, e in rests:
+        for g in groups:
+            if np.max(np.abs(g[0][0] - q)) <= SAME_POSE_RAD:
+                g.append((q, e))
+                break
+        else:
+            groups.append([(q, e)])
+    return (np.array([np.mean([q for q, _ in g], axis=0) for g in groups]),
+            np.array([np.mean([e for _, e in g], axis=0) for g in groups]))
 
 
 def overlay_of(fitted: dict) -> dict:
@@ -83,7 +113,7 @@ def overlay_of(fitted: dict) -> dict:
 def said(fit, regressor: LoadRegressor, rests: list) -> str:
     """What a fit says: which parameters differ from the model, from how many rests, all of
     them with their standard errors."""
-    distinct = len(np.unique(np.round(np.array([q for q, _ in rests]), 3), axis=0))
+    distinct = len(distinct_rests(rests)[0])
     return (f"{_differs(fit, regressor)}; fitted from {len(rests)} rests at {distinct} "
             f"distinct poses: {fit.describe()}")
 
@@ -126,15 +156,24 @@ def visit_load_poses(session: "HilSession", arm: str, settings: dict, say):
                 return_to(session, {arm: start})
                 return f"the move to load pose {k} failed: {report_detail(report)}"
         q_m, effort = rest_of(session, {arm: names}, window, latest=False)[arm]
-        if q_m is None or effort is None:
-            return_to(session, {arm: start})
-            return (f"no joint states of the arm at rest at load pose {k}" if q_m is None else
-                    "the joint states carry no efforts: nothing to fit")
+        if q_m is None or effort is None or not np.all(np.isfinite(effort)):
+            if k:
+                return_to(session, {arm: start})
+            if q_m is None:
+                return f"no joint states of the arm at rest at load pose {k + 1}"
+            missing = [] if effort is None else \
+                [n for n, e in zip(names, effort) if not np.isfinite(e)]
+            return ("the joint states carry no efforts" + (f" of {', '.join(missing)}"
+                                                           if missing else "")
+                    + ": nothing to fit")
         rests.append((q_m, effort))
         say(f"  {arm}: load pose {k + 1} of {len(poses)} weighed")
     report = return_to(session, {arm: start})
     if not report.succeeded:
         return f"moving back to the start pose failed: {report_detail(report)}"
+    if len(rests) < len(poses):
+        say(f"  {arm}: {len(poses) - len(rests)} of {len(poses)} load poses not visited "
+            "(they would collide): the fit's standard errors count what is left")
     return rests
 
 
@@ -164,9 +203,13 @@ def _differs(fit, regressor: LoadRegressor) -> str:
 
 
 def _friction(model) -> np.ndarray:
-    """(J,) each joint's error at rest, one sigma (N m): its static friction in the model
-    (``frictionloss``, uniform within +-it: / sqrt 3). A model without friction gives 0: the
-    fit's own residual then stands for it, and its standard errors are too small where the
-    real joints hold part of the load by friction (model it)."""
-    return np.asarray(model.model.dof_frictionloss[np.asarray(model.dof_adr)],
-                      dtype=float) / np.sqrt(3.0)
+    """(J,) each joint's error at rest, one sigma (N m): its static friction (``frictionloss``,
+    uniform within +-it: / sqrt 3): the model's, or under co-simulation the actuator twin's
+    (the twin-owned model has none of its own: ``model/twin_model.py``). A model without
+    friction gives 0: the fit's own residual then stands for it, and its standard errors are
+    too small where the real joints hold part of the load by friction (model it)."""
+    own = np.asarray(model.model.dof_frictionloss[np.asarray(model.dof_adr)], dtype=float)
+    twin = getattr(model, "twin_frictionloss", None)
+    if twin is not None:
+        own = np.maximum(own, np.asarray(twin, dtype=float))
+    return own / np.sqrt(3.0)
