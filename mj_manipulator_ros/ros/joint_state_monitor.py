@@ -72,7 +72,8 @@ class RecentMotion:
     Attributes:
         spread: the largest (max - min) of any joint's positions over the stretch (rad or m);
             None while the readings kept do not yet reach back the whole stretch.
-        age_s: how long before now the newest reading came (s, this machine's clock).
+        age_s: how long before now the latest reading of the joint heard from least recently
+            came (s, this machine's clock): a stream that stopped shows, whichever it is.
     """
 
     spread: Optional[float]
@@ -180,7 +181,7 @@ class JointStateMonitor:
             if not all(self._recent.get(j) for j in joints):
                 return None
             kept = [self._recent[j] for j in joints]
-            age = now - max(k[-1][0] for k in kept)
+            age = now - min(k[-1][0] for k in kept)   # any joint's stream stalled shows
             spread = 0.0
             for readings in kept:
                 start = readings[-1][0] - window_s
