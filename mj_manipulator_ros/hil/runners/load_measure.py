@@ -123,7 +123,7 @@ def visit_load_poses(session: "HilSession", arm: str, settings: dict, say):
     pairs at rest (the start pose first), or why it stopped (a text; the arm moved back)."""
     from mj_manipulator_ros.hil.load_fit import contact_free, load_poses
     from mj_manipulator_ros.hil.motions import return_to, with_holds
-    from mj_manipulator_ros.hil.runners.joint_jog import gravity_models, rest_of
+    from mj_manipulator_ros.hil.runners.joint_jog import NEVER_RAN, gravity_models, rest_of
     from mj_manipulator_ros.hil.check_result import report_detail
 
     model = gravity_models(session).get(arm)
@@ -140,7 +140,8 @@ def visit_load_poses(session: "HilSession", arm: str, settings: dict, say):
         scene = scene_for(session.config)
     poses = load_poses(LoadRegressor(model), start, lower, upper, int(settings["load_poses"]),
                        float(settings["load_move_rad"]), free=contact_free(scene, arm))
-    rests = []
+    rests: list = []
+    skipped: list[str] = []
     for k, q in enumerate(poses):
         if k:
             move = session.move_plan({arm: q})
@@ -148,13 +149,23 @@ def visit_load_poses(session: "HilSession", arm: str, settings: dict, say):
                 replay = session.checker.check(timeline=with_holds(session, move),
                                                mode="recorded")
                 if not replay.collision_free:
-                    say(f"  {arm}: pose {k} would collide, not visited: "
+                    skipped.append(f"pose {k + 1} (it would collide)")
+                    say(f"  {arm}: load pose {k + 1} would collide, not visited: "
                         + replay.summary().splitlines()[0])
                     continue
             report, _ = session.run(move, settle=settings["load_settle_s"])
+            failure = report.first_failure
+            if not report.succeeded and failure is not None and failure.reason in NEVER_RAN:
+                # refused, unanswered or taken after its stamp (a loaded machine): the arm
+                # did not follow it and is held near where it was; the pose is left out and
+                # the next move starts from where the arm stands
+                skipped.append(f"pose {k + 1} ({failure.reason.value})")
+                say(f"  {arm}: load pose {k + 1} not visited: its move never ran: "
+                    f"{report_detail(report)}")
+                continue
             if not report.succeeded:
                 return_to(session, {arm: start})
-                return f"the move to load pose {k} failed: {report_detail(report)}"
+                return f"the move to load pose {k + 1} failed: {report_detail(report)}"
         q_m, effort = rest_of(session, {arm: names}, window, latest=False)[arm]
         if q_m is None or effort is None or not np.all(np.isfinite(effort)):
             if k:
@@ -171,9 +182,12 @@ def visit_load_poses(session: "HilSession", arm: str, settings: dict, say):
     report = return_to(session, {arm: start})
     if not report.succeeded:
         return f"moving back to the start pose failed: {report_detail(report)}"
-    if len(rests) < len(poses):
-        say(f"  {arm}: {len(poses) - len(rests)} of {len(poses)} load poses not visited "
-            "(they would collide): the fit's standard errors count what is left")
+    if skipped:
+        say(f"  {arm}: {len(skipped)} of {len(poses)} load poses not visited ("
+            + ", ".join(skipped) + "): the fit's standard errors count what is left")
+    if len(rests) < max(2, len(poses) // 2):
+        return (f"only {len(rests)} of {len(poses)} load poses weighed (not visited: "
+                + ", ".join(skipped) + "): too few to fit the load from")
     return rests
 
 
