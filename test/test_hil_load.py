@@ -188,3 +188,28 @@ def test_ctrl_c_during_the_load_measurement_cancels_and_sends_nothing_after(tmp_
     interrupted = [e for e in events(run[-1]) if e.get("event") == "interrupted"]
     assert interrupted and interrupted[0]["detail"].startswith("Ctrl-C: every arm canceled")
     assert not (run[-1] / "mass_overlay.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_moves_that_never_ran_are_left_out_and_too_few_weighed_fail_by_name(tmp_path) -> None:
+    """The left controller takes every goal 0.8 s after it came (the lead is 0.5 s of sim
+    time): each move to a load pose is taken after its stamp and canceled, never run. Each is
+    said and left out; the measurement then fails by name (the move back is taken late too, so
+    that is what it names) and writes no model; the right arm is not moved."""
+    config = faulted_config(tmp_path, {ARM: {"accept_delay_s": 0.8}})
+    results = tmp_path / "r"
+    assert run_hil(str(config), sim=True, yes=True, stage=0, results=str(results),
+                   say=lambda _: None) == 0
+    said: list[str] = []
+    code = run_load_measurement(str(config), sim=True, yes=True, results=str(results),
+                                say=said.append)
+    text = "\n".join(said)
+    assert code == 1, text
+    skipped = [line for line in said if "not visited: its move never ran" in line]
+    assert len(skipped) == 15 and all("late_acceptance" in line for line in skipped), text
+    last = said[-1]
+    assert last.startswith("hil: left: ") and "late_acceptance" in last, text
+    assert "right: load pose" not in text, text
+    run = sorted(p for p in results.iterdir() if p.is_dir())[-1]
+    assert not (run / "mass_overlay.json").exists()
