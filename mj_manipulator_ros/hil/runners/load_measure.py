@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mj_manipulator_ros.hil.check_result import CheckResult, check, not_applicable
-from mj_manipulator_ros.hil.load_fit import PAYLOAD, LoadRegressor, fit_load
+from mj_manipulator_ros.hil.load_fit import MASS_PRIOR, PAYLOAD, LoadRegressor, fit_load
 from mj_manipulator_ros.hil.stages import Stage
 
 if TYPE_CHECKING:  # the session imports rclpy
@@ -110,12 +110,27 @@ def overlay_of(fitted: dict) -> dict:
     return {"bodies": bodies, "fit": fits}
 
 
+#: a mass factor whose standard error is still this share of its prior's learned nothing
+UNLEARNED = 0.95
+
+
 def said(fit, regressor: LoadRegressor, rests: list) -> str:
-    """What a fit says: which parameters differ from the model, from how many rests, all of
-    them with their standard errors."""
-    distinct = len(distinct_rests(rests)[0])
-    return (f"{_differs(fit, regressor)}; fitted from {len(rests)} rests at {distinct} "
-            f"distinct poses: {fit.describe()}")
+    """What a fit says: which parameters differ from the model (or that the efforts at rest
+    could not tell: every mass factor's standard error still its prior's, static friction as
+    large as the load), from how many rests, all of them with their standard errors."""
+    poses, _ = distinct_rests(rests)
+    k = len(regressor.bodies)
+    if k and np.all(fit.std[:k] >= UNLEARNED * MASS_PRIOR):
+        friction = float(np.max(_friction(regressor.gravity))) * np.sqrt(3.0)
+        load = float(max(np.max(np.abs(regressor.gravity.expected(q))) for q in poses))
+        head = (f"not measured: the efforts at rest cannot tell this arm's load (every link's "
+                f"mass factor as uncertain as before, +- {MASS_PRIOR:g}; its joints' static "
+                f"friction, up to {friction:.3g} N m, against gravity loads up to {load:.3g} "
+                "N m at these poses): the model's masses stand unmeasured")
+    else:
+        head = _differs(fit, regressor)
+    return (f"{head}; fitted from {len(rests)} rests at {len(poses)} distinct poses: "
+            f"{fit.describe()}")
 
 
 def visit_load_poses(session: "HilSession", arm: str, settings: dict, say):
@@ -211,8 +226,8 @@ def _differs(fit, regressor: LoadRegressor) -> str:
                        if name.startswith("mass_factor:") else f"{name} {v:+.3f} +- {s:.3f}")
     k = fit.names.index(PAYLOAD[0])
     if not off:
-        return (f"the load is the model's within {SIGNIFICANT:g} standard errors (payload "
-                f"{fit.estimate[k]:+.3f} +- {fit.std[k]:.3f} kg)")
+        return (f"no part of the load is {SIGNIFICANT:g} standard errors off the model's "
+                f"(payload {fit.estimate[k]:+.3f} +- {fit.std[k]:.3f} kg)")
     return "the arm's load differs from the model: " + ", ".join(off)
 
 
