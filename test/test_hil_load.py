@@ -9,6 +9,7 @@ efforts at rest (its copy of the model, MuJoCo's full forward pass, servos and f
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,19 @@ from test_hil_sim import faulted_config, only_run
 ARM, J = "left", "openarm_left_joint"
 FAULT = {ARM: {"link_mass_scale": {f"{J}2": 1.2, f"{J}3": 1.2, f"{J}4": 1.2},
                "payload_kg": 0.5, "payload_offset_m": [0.0, 0.0, 0.05]}}
+
+
+def measured(tmp_path: Path, faults: dict) -> tuple[int, list[str], Path]:
+    """``hil --measure-load --sim --yes`` on the simulated OpenArm with ``faults``, stage 0
+    passed first: its exit code, what it said, the records folder."""
+    config = faulted_config(tmp_path, faults)
+    results = tmp_path / "r"
+    assert run_hil(str(config), sim=True, yes=True, stage=0, results=str(results),
+                   say=lambda _: None) == 0
+    said: list[str] = []
+    code = run_load_measurement(str(config), sim=True, yes=True, results=str(results),
+                                say=said.append)
+    return code, said, results
 
 
 def test_a_load_that_a_joint_fault_explains_as_well_is_not_cleared_to_move() -> None:
@@ -176,13 +190,7 @@ def test_a_heavier_arm_is_named_at_stage_1_then_measured_and_its_model_corrected
 def test_an_arm_wired_wrong_is_not_moved_to_measure_its_load(tmp_path) -> None:
     """A reversed shoulder fails stage 1's gravity check as a joint fault, not a load: the load
     measurement refuses by name before anything moves (no run was made, so no bag)."""
-    config = faulted_config(tmp_path, {ARM: {"sign_flip": [f"{J}2"]}})
-    results = tmp_path / "r"
-    assert run_hil(str(config), sim=True, yes=True, stage=0, results=str(results),
-                   say=lambda _: None) == 0
-    said: list[str] = []
-    code = run_load_measurement(str(config), sim=True, yes=True, results=str(results),
-                                say=said.append)
+    code, said, results = measured(tmp_path, {ARM: {"sign_flip": [f"{J}2"]}})
     text = "\n".join(said)
     assert code == 2, text
     assert "stage 1 failed on more than its load" in text and f"{J}2" in text, text
@@ -234,13 +242,7 @@ def test_moves_that_never_ran_are_left_out_and_too_few_weighed_fail_by_name(tmp_
     time): each move to a load pose is taken after its stamp and canceled, never run. Each is
     said and left out; the measurement then fails by name (the move back is taken late too, so
     that is what it names) and writes no model; the right arm is not moved."""
-    config = faulted_config(tmp_path, {ARM: {"accept_delay_s": 0.8}})
-    results = tmp_path / "r"
-    assert run_hil(str(config), sim=True, yes=True, stage=0, results=str(results),
-                   say=lambda _: None) == 0
-    said: list[str] = []
-    code = run_load_measurement(str(config), sim=True, yes=True, results=str(results),
-                                say=said.append)
+    code, said, results = measured(tmp_path, {ARM: {"accept_delay_s": 0.8}})
     text = "\n".join(said)
     assert code == 1, text
     skipped = [line for line in said if "not visited: its move never ran" in line]
