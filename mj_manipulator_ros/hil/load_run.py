@@ -39,7 +39,7 @@ from mj_manipulator_ros.hil.check_result import CheckStatus
 from mj_manipulator_ros.hil.records import GateState, RunRecord, fingerprint
 from mj_manipulator_ros.hil.runners.load_measure import OVERLAY_FILE
 from mj_manipulator_ros.hil.runner import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOT_RUN, EXIT_OK,
-                                           EXIT_REFUSED)
+                                           EXIT_REFUSED, open_session)
 from mj_manipulator_ros.hil.setup_thresholds import with_setup
 from mj_manipulator_ros.hil.stages import load_protocol
 from mj_manipulator_ros.model.limits import load_config_with_model
@@ -86,14 +86,8 @@ def run_load_measurement(config_path: str, sim: bool = False, yes: bool = False,
     record = RunRecord(root, {"config": str(Path(config_path).resolve()), "target": target,
                               "fingerprint": fp, "stages": [], "procedure": "measure_load"})
     say(f"hil: {target}, setup {fp}, the load measurement; records in {record.dir}")
-    from mj_manipulator_ros.hil.session import HilSession, Interrupted
-    session = HilSession(config, sim=sim,
-                         real_time_factor=protocol.settings["sim_real_time_factor"],
-                         joint_states_keep_s=protocol.settings["joint_states_keep_s"],
-                         black_box_dir=str(record.dir / "black_box"))
-    session.bags_dir, session.records_dir = record.dir / "bags", record.dir
-    session.pictures_dir = record.dir / "pictures"
-    session.ask, session.say, session.is_tty = ask, say, is_tty
+    from mj_manipulator_ros.hil.session import Interrupted
+    session = open_session(config, sim, protocol, record, ask, say, is_tty)
     heap = FrozenHeap()   # as run_hil: what is alive now kept out of the runs' collections
     previous = signal.getsignal(signal.SIGINT)
     prompting = [False]   # at the confirmation prompt: nothing runs, Ctrl-C leaves at once

@@ -114,16 +114,7 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                 results_ = runners.OFFLINE_RUNNERS[st.runner_name](config, st, protocol)
             else:
                 if session is None:
-                    from mj_manipulator_ros.hil.session import HilSession
-                    session = HilSession(
-                        config, sim=sim, real_time_factor=protocol.settings["sim_real_time_factor"],
-                        joint_states_keep_s=protocol.settings["joint_states_keep_s"],
-                        black_box_dir=str(record.dir / "black_box"))
-                    _attach_scene(record, session, config)
-                    session.bags_dir = record.dir / "bags"
-                    session.pictures_dir = record.dir / "pictures"
-                    session.records_dir = record.dir
-                    session.ask, session.say, session.is_tty = ask, say, is_tty
+                    session = open_session(config, sim, protocol, record, ask, say, is_tty)
                     if not session.wait_for_joint_states(timeout=config.execution.server_wait_s):
                         say("hil: no /joint_states for every arm; is the robot (or --sim) up?")
                 session.stage = number
@@ -197,6 +188,22 @@ def run_hil(config_path: str, sim: bool = False, stage: Optional[int] = None,
                      bags=[] if session is None else session.bags)
     say(f"hil: {'all stages passed' if code == EXIT_OK else 'stopped'}; summary: {record.dir / 'summary.md'}")
     return code
+
+
+def open_session(config, sim: bool, protocol, record: RunRecord, ask, say, is_tty: bool):
+    """The bring-up's session for one run, its records in ``record``'s folder (bags, pictures,
+    the black box, the scene, whatever a stage writes)."""
+    from mj_manipulator_ros.hil.session import HilSession
+    session = HilSession(config, sim=sim,
+                         real_time_factor=protocol.settings["sim_real_time_factor"],
+                         joint_states_keep_s=protocol.settings["joint_states_keep_s"],
+                         black_box_dir=str(record.dir / "black_box"))
+    _attach_scene(record, session, config)
+    session.bags_dir = record.dir / "bags"
+    session.pictures_dir = record.dir / "pictures"
+    session.records_dir = record.dir
+    session.ask, session.say, session.is_tty = ask, say, is_tty
+    return session
 
 
 def confirm(stage, protocol, sim: bool, yes: bool, is_tty: bool, ask, say) -> bool:
