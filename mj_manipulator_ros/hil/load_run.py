@@ -163,18 +163,20 @@ def _measure(session, protocol, record, sim: bool, yes: bool, is_tty: bool, ask,
             prompting[0] = False
         if answer.strip() != word:
             return EXIT_NOT_RUN
+    from mj_manipulator_ros.hil.runners.joint_jog import gravity_models
     from mj_manipulator_ros.hil.runners.load_measure import fit_rests, visit_load_poses
 
     session.stage = 2
+    models = gravity_models(session)
     fitted = {}
     for arm in session.config.arm_names:
-        rests = visit_load_poses(session, arm, settings, say)
+        rests = visit_load_poses(session, arm, models.get(arm), settings, say)
         if isinstance(rests, str):
             record.event("load_measurement_failed", arm=arm, detail=rests)
             say(f"hil: {arm}: {rests}")
             return EXIT_FAILED
         fitted[arm] = rests
-    overlay, lines = fit_rests(session, fitted)
+    overlay, lines = fit_rests(models, fitted)
     path = record.dir / OVERLAY_FILE
     path.write_text(json.dumps(overlay, indent=1))
     for arm, line in lines.items():

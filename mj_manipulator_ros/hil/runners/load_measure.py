@@ -133,15 +133,15 @@ def said(fit, regressor: LoadRegressor, rests: list) -> str:
             f"{fit.describe()}")
 
 
-def visit_load_poses(session: "HilSession", arm: str, settings: dict, say):
-    """``arm`` through its load poses (``hil/load_run.py``), resting at each: the (pose, effort)
-    pairs at rest (the start pose first), or why it stopped (a text; the arm moved back)."""
+def visit_load_poses(session: "HilSession", arm: str, model, settings: dict, say):
+    """``arm`` through its load poses (``hil/load_run.py``), resting at each, weighed on its
+    GravityModel ``model`` (None: no scene): the (pose, effort) pairs at rest (the start pose
+    first), or why it stopped (a text; the arm moved back)."""
     from mj_manipulator_ros.hil.load_fit import contact_free, load_poses
     from mj_manipulator_ros.hil.motions import return_to, with_holds
-    from mj_manipulator_ros.hil.runners.joint_jog import NEVER_RAN, gravity_models, rest_of
+    from mj_manipulator_ros.hil.runners.joint_jog import NEVER_RAN, rest_of
     from mj_manipulator_ros.hil.check_result import report_detail
 
-    model = gravity_models(session).get(arm)
     if model is None:
         return "no scene section: no model to weigh the arm with"
     names = session.config.arm(arm).joint_names
@@ -206,11 +206,9 @@ def visit_load_poses(session: "HilSession", arm: str, settings: dict, say):
     return rests
 
 
-def fit_rests(session: "HilSession", rests_by_arm: dict) -> tuple[dict, dict]:
-    """Every arm's rests fitted: (the overlay of them all, arm -> what its fit says)."""
-    from mj_manipulator_ros.hil.runners.joint_jog import gravity_models
-
-    models = gravity_models(session)
+def fit_rests(models: dict, rests_by_arm: dict) -> tuple[dict, dict]:
+    """Every arm's rests fitted on its GravityModel (``models``: arm -> model): (the overlay of
+    them all, arm -> what its fit says)."""
     fitted = {arm: (*fit_arm(models[arm], rests), rests) for arm, rests in rests_by_arm.items()}
     return overlay_of(fitted), {arm: said(fit, regressor, rests)
                                 for arm, (fit, regressor, rests) in fitted.items()}
