@@ -24,6 +24,7 @@ from mj_manipulator_ros.core.interpolation import sample
 from mj_manipulator_ros.core.joint_path import cumulative_joint_paths
 from mj_manipulator_ros.core.plan import MultiArmPlan
 from mj_manipulator_ros.core.time_scaling import config_bounds, stop_after_lead
+from mj_manipulator_ros.model.chain_kinematics import ChainKinematics, chain_qpos_adr
 
 #: plan-time spacing of the path samples the travel is summed over, s
 SPACING_S = 0.002
@@ -114,29 +115,28 @@ def stop_profile(plan: MultiArmPlan, config: ExecutorConfig, scene, every: float
 
 
 def cumulative_paths(plan: MultiArmPlan, scene, grid: np.ndarray):
-    """Per arm: cumulative joint path lengths (M, J) and the hand's (M,) along ``grid``."""
+    """Per arm: cumulative joint path lengths (M, J) and the hand's (M,) along ``grid`` (every
+    other joint of the model at ``qpos0``; the hands placed for the whole grid at once,
+    ``model/chain_kinematics.py``)."""
     model = scene.model
-    data = mujoco.MjData(model)
-    data.qpos[:] = model.qpos0
     positions = {a: sample(t, grid)[0] for a, t in plan.arms.items()}
-    hands, hand_names, qadr = {}, {}, {}
+    # every joint of the plan, in one row per sample (an arm's hand may hang below another
+    # arm's joint: a torso)
+    adr = np.concatenate([np.asarray(scene.arms[a].qpos_adr)[
+        [list(scene.arms[a].joint_names).index(j) for j in t.joint_names]]
+        for a, t in plan.arms.items()]).astype(int)
+    every = np.hstack([positions[a] for a in plan.arms])
+    hand_names, hand_cum = {}, {}
     for arm, traj in plan.arms.items():
         binding = scene.arms[arm]
-        order = [list(binding.joint_names).index(j) for j in traj.joint_names]
-        qadr[arm] = np.asarray(binding.qpos_adr)[order]
-        body = int(model.jnt_bodyid[binding.joint_ids[order[-1]]])
-        hands[arm] = body
+        body = int(model.jnt_bodyid[binding.joint_ids[
+            list(binding.joint_names).index(traj.joint_names[-1])]])
         hand_names[arm] = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, body) or str(body)
-    xyz = {a: np.empty((grid.size, 3)) for a in plan.arms}
-    for i in range(grid.size):
-        for arm in plan.arms:
-            data.qpos[qadr[arm]] = positions[arm][i]
-        mujoco.mj_kinematics(model, data)
-        for arm, body in hands.items():
-            xyz[arm][i] = data.xpos[body]
+        on = np.isin(adr, list(chain_qpos_adr(model, body)))
+        xyz = ChainKinematics(model, body, adr[on]).positions(every[:, on])
+        hand_cum[arm] = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(xyz, axis=0),
+                                                                        axis=1))])
     joints_cum = {a: cumulative_joint_paths(q) for a, q in positions.items()}
-    hand_cum = {a: np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(p, axis=0), axis=1))])
-                for a, p in xyz.items()}
     return joints_cum, hand_cum, hand_names
 
 
