@@ -95,8 +95,7 @@ class _Search:
                ) -> np.ndarray:
         """plan_ramp's ``composed(scaling)[0]`` for the requests ``idx`` with scalings (f0, f1,
         T) (RAMP kind), each on its own grid, computed together."""
-        counts = np.array([np.arange(0.0, t + SEARCH_SPACING_S / 2, SEARCH_SPACING_S).size
-                           for t in T])
+        counts = _arange_sizes(T, SEARCH_SPACING_S)
         grid = np.arange(0.0, float(T.max()) + SEARCH_SPACING_S, SEARCH_SPACING_S)
         owner = np.repeat(np.arange(idx.size), counts)
         tau = np.concatenate([grid[:n] for n in counts])
@@ -176,6 +175,12 @@ class _Search:
         return T, failed
 
 
+def _arange_sizes(end: np.ndarray, spacing: float) -> np.ndarray:
+    """(K,) ``np.arange(0.0, e + spacing / 2, spacing).size`` for each ``e`` of ``end``, with
+    arange's own arithmetic (the ceiling of the span over the step)."""
+    return np.maximum(np.ceil((end + spacing / 2) / spacing), 0).astype(np.int64)
+
+
 def _sent(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], s0: float, f0: float,
           T: float) -> float:
     """plan_ramp's last step for one request: the goals as they would be sent, checked on their
@@ -238,50 +243,65 @@ class _SentGoals:
 
     def _peaks(self, s0: np.ndarray, dur: np.ndarray, f1: np.ndarray) -> np.ndarray:
         """(K,) peak_use of each request's goals (the scaling f0 -> f1 over ``dur``)."""
-        taus = [np.linspace(0.0, t, max(2, int(np.ceil(t / KNOT_SPACING_S)) + 1)) for t in dur]
-        checks = [np.arange(0.0, t + CHECK_SPACING_S / 2, CHECK_SPACING_S).size for t in dur]
+        knots = np.maximum(2, np.ceil(dur / KNOT_SPACING_S).astype(np.int64) + 1)
+        checks = _arange_sizes(dur, CHECK_SPACING_S)
         out = np.zeros(s0.size)
         first, size = 0, 0
         for k in range(s0.size + 1):   # batches of whole requests
-            if k == s0.size or (size and size + checks[k] > self.BATCH_SAMPLES):
+            if k == s0.size or (size and size + int(checks[k]) > self.BATCH_SAMPLES):
                 sl = slice(first, k)
-                out[sl] = self._batch(s0[sl], dur[sl], f1[sl], taus[sl])
+                out[sl] = self._batch(s0[sl], dur[sl], f1[sl], knots[sl])
                 first, size = k, 0
             if k < s0.size:
-                size += checks[k] + 2 * taus[k].size
+                size += int(checks[k]) + 2 * int(knots[k])
         return out
 
-    def _batch(self, s0: np.ndarray, dur: np.ndarray, f1: np.ndarray, taus: list) -> np.ndarray:
+    def _batch(self, s0: np.ndarray, dur: np.ndarray, f1: np.ndarray, n: np.ndarray
+               ) -> np.ndarray:
+        """:meth:`_peaks` for one batch: request i's goal has ``n[i]`` knots, ``np.linspace(0,
+        dur[i], n[i])`` each, built here for every request at once with linspace's own
+        arithmetic (j times the step, the last knot ``dur[i]`` itself)."""
         f0 = self.f0
-        n = np.array([t.size for t in taus])
-        owner = np.repeat(np.arange(s0.size), n)
-        tau = np.concatenate(taus)
-        advanced, rate, rate_dot = _ramp_at(tau, dur[owner], f0, f1[owner])
+        K = s0.size
+        owner = np.repeat(np.arange(K), n)
         last = np.cumsum(n) - 1                     # each request's last knot
         firsts = last - n + 1
+        j = np.arange(owner.size) - firsts[owner]   # each knot's index in its request
+        tau = j * (dur / (n - 1))[owner]
+        tau[last] = dur
+        advanced, rate, rate_dot = _ramp_at(tau, dur[owner], f0, f1[owner])
         stops = f1 == 0.0
-        # the check times of each goal, as peak_use takes them, and their segments
-        ts, rows, local_t0, local_t1, beyond, starts = [], [], [], [], [], []
-        count = 0
-        for i, t in enumerate(taus):
-            end = t[-1]
-            grid = np.arange(0.0, end + CHECK_SPACING_S / 2, CHECK_SPACING_S)
-            x = np.concatenate([grid, t - 1e-9, np.minimum(t + 1e-9, end)])
-            x = x[x >= 0.0]
-            seg = np.searchsorted(t, x, side="right") - 1
-            np.minimum(np.maximum(seg, 0, out=seg), t.size - 2, out=seg)
-            ts.append(x)
-            rows.append(firsts[i] - i + seg)       # segments: n - 1 per request
-            local_t0.append(t[seg])
-            local_t1.append(t[seg + 1])
-            beyond.append(x > end)
-            starts.append(count)
-            count += x.size
-        ts, rows = np.concatenate(ts), np.concatenate(rows)
-        t0, t1, beyond = (np.concatenate(local_t0), np.concatenate(local_t1),
-                          np.concatenate(beyond))
+        # the check times of each goal, as peak_use takes them (every CHECK_SPACING_S, and
+        # each knot from both sides, the one before the first knot dropped), request by request
+        m = _arange_sizes(dur, CHECK_SPACING_S)
+        g_owner = np.repeat(np.arange(K), m)
+        grid = (np.arange(g_owner.size) - np.repeat(np.cumsum(m) - m, m)) * CHECK_SPACING_S
+        x = np.concatenate([grid, tau - 1e-9, np.minimum(tau + 1e-9, dur[owner])])
+        x_owner = np.concatenate([g_owner, owner, owner])
+        order = np.argsort(x_owner, kind="stable")   # request by request, blocks in order
+        x, x_owner = x[order], x_owner[order]
+        keep = x >= 0.0
+        ts, x_owner = x[keep], x_owner[keep]
+        # each time's segment: the last knot at or before it (np.searchsorted(t, x, "right")
+        # - 1 in its own request's knots), from the knots' spacing and then settled by
+        # comparing with the knots themselves, so exactly as searchsorted finds it
+        top = n[x_owner] - 1
+        step = (dur / (n - 1))[x_owner]
+        seg = np.minimum(np.floor(ts / step).astype(np.int64), top)
+        base = firsts[x_owner]
+        while True:
+            up = (seg < top) & (tau[base + np.minimum(seg + 1, top)] <= ts)
+            down = (seg > 0) & (tau[base + seg] > ts)
+            if not (up.any() or down.any()):
+                break
+            seg = seg + up - down
+        np.minimum(np.maximum(seg, 0, out=seg), top - 1, out=seg)
+        rows = base - x_owner + seg                 # segments: n - 1 per request
+        t0, t1 = tau[base + seg], tau[base + seg + 1]
+        beyond = ts > dur[x_owner]
+        counts = np.bincount(x_owner, minlength=K)
+        starts = np.cumsum(counts) - counts
         xs = (np.minimum(np.maximum(ts, t0), t1) - t0)[..., None]
-        starts = np.array(starts)
         inner = np.ones(tau.size, dtype=bool)
         inner[last] = False                         # a segment starts at every knot but the last
         worst = np.zeros(s0.size)
