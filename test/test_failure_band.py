@@ -193,3 +193,39 @@ def test_a_plans_verdict_is_kept_and_never_outlives_a_changed_held_arm(tmp_path,
 def with_held(gate: PreflightCheck, plan: MultiArmPlan, right: np.ndarray) -> MultiArmPlan:
     from mj_manipulator_ros.check.preflight import with_held_arms
     return with_held_arms(plan, {"right": right}, gate.checker.arms)
+
+
+
+def test_the_gate_computes_each_stop_once_where_stop_limits_are_set(monkeypatch) -> None:
+    """With stop limits the gate predicts every stop of the plan it will run (the stop
+    envelope), then bands it: the band's stops are the envelope's (its failures detected on
+    the envelope's own request times, bit for bit), kept with the plan, not computed again;
+    and a band from stops kept is the band computed afresh, figure for figure."""
+    import dataclasses
+
+    import mj_manipulator_ros.core.stop_ends as stop_ends_module
+    from mj_manipulator_ros.check.stop_envelope import HandPaths, predict
+    from mj_manipulator_ros.model.limits import load_config_with_model
+    from mj_manipulator_ros.model.scene import scene_for
+
+    config = load_config_with_model(str(config_file("openarm_bimanual.yaml")))
+    path = share_dir() / "config/plans/openarm_crossing.yaml"
+    plan = load_plan(path)
+    computed = []
+    real = stop_ends_module._stop_ends
+
+    def counted(plan, bounds, starts, f0):
+        computed.append(np.array(starts))
+        return real(plan, bounds, starts, f0)
+
+    monkeypatch.setattr(stop_ends_module, "_stop_ends", counted)
+    envelope = predict(plan, config, HandPaths(plan, scene_for(config)))
+    assert len(computed) == 1 and computed[0].size > 200
+    band = failure_band(plan, config)
+    # the band computed only the stops the envelope does not ask: at the plan's end
+    anew = np.concatenate(computed[1:]) if computed[1:] else np.zeros(0)
+    assert np.all(anew >= plan.duration), anew[anew < plan.duration]
+    assert envelope.request.size > 200
+    monkeypatch.setattr(stop_ends_module, "_stop_ends", real)
+    fresh = failure_band(load_plan(path), config)   # a new plan object: nothing kept
+    assert dataclasses.asdict(band) == dataclasses.asdict(fresh)

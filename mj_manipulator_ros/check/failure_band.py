@@ -99,6 +99,22 @@ def rest_times(plan: MultiArmPlan, config: ExecutorConfig, requests: np.ndarray,
     return stop_ends(plan, bounds, starts, speed)
 
 
+def detected_at(failures: np.ndarray, detection: float, every: float, duration: float
+                ) -> np.ndarray:
+    """(K,) where each failure of ``failures`` (every ``every`` s of plan time from 0, then
+    possibly ``duration``) is detected: ``detection`` later, at most ``duration``. Where the
+    detection is a whole number m of steps, the grid's own times (k + m) ``every``, bit for bit
+    the stop envelope's request times (``check/stop_envelope.py``): the stops the envelope
+    predicted for the plan are then the ones the band needs, computed once
+    (``core/stop_ends.stop_ends`` keeps them with the plan)."""
+    out = np.minimum(failures + detection, duration)
+    m = round(detection / every)
+    if m * every == detection:
+        n = int(np.count_nonzero(np.arange(failures.size) * every == failures))
+        out[:n] = np.minimum(np.arange(m, m + n) * every, duration)
+    return out
+
+
 def failure_band(plan: MultiArmPlan, config: ExecutorConfig,
                  every: float = EVERY_S) -> FailureBand:
     """The band of the module docstring for ``plan`` (validated, at the speed it will run).
@@ -118,7 +134,7 @@ def failure_band(plan: MultiArmPlan, config: ExecutorConfig,
     failures = np.arange(0.0, duration, every)
     if failures.size == 0 or failures[-1] < duration:
         failures = np.append(failures, duration)
-    rest = rest_times(plan, config, np.minimum(failures + detection, duration))
+    rest = rest_times(plan, config, detected_at(failures, detection, every, duration))
     upper = np.fmax(rest, np.append(rest[1:], rest[-1]))   # the later rest of each pair
     need = upper - failures
     cancels = int(np.count_nonzero(np.isnan(need)))

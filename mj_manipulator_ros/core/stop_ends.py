@@ -25,6 +25,7 @@ import numpy as np
 from mj_manipulator_ros.core.interpolation import (_with_derivatives, interpolation_of,
                                                     rate_coefficients, sample, sample_rates,
                                                     segment_coefficients)
+from mj_manipulator_ros.core.object_cache import kept
 from mj_manipulator_ros.core.plan import MultiArmPlan
 try:   # the search's rate samples in C (core/_rate_kernel.c); the numpy code otherwise
     from mj_manipulator_ros.core import _rate_kernel as KERNEL
@@ -40,7 +41,31 @@ from mj_manipulator_ros.core.time_scaling import (CHECK_SPACING_S, FINAL_GROWTH,
 def stop_ends(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], starts, f0: float
               ) -> np.ndarray:
     """``plan_ramp(plan, s, f0, 0.0, bounds).end_plan_time`` for every ``s`` of ``starts``
-    (K,), s of plan time; NaN where it raises RampLimitError (no stop within the bounds)."""
+    (K,), s of plan time; NaN where it raises RampLimitError (no stop within the bounds).
+
+    Each figure is kept with the plan (by its start, the bounds and ``f0``, exactly): the
+    pre-flight gate asks the same stops of the same plan twice where stop limits are set (the
+    stop envelope of the plan it will run, then its stop band), and computes them once."""
+    starts = np.asarray(starts, dtype=float)
+    known = kept(_KNOWN, plan, lambda _p: {}).setdefault(
+        (float(f0), tuple((a, b.velocity.tobytes(), b.acceleration.tobytes())
+                          for a, b in sorted(bounds.items()))), {})
+    out = np.array([known.get(float(x), np.nan) for x in starts.ravel()]).reshape(starts.shape)
+    new = np.flatnonzero([float(x) not in known for x in starts.ravel()])
+    if new.size:
+        ends = _stop_ends(plan, bounds, starts.ravel()[new], f0)
+        out.ravel()[new] = ends
+        known.update(zip(starts.ravel()[new].tolist(), ends.tolist()))
+    return out
+
+
+#: plan -> (f0, bounds) -> start -> end, while the plan lives (plans are immutable)
+_KNOWN: dict = {}
+
+
+def _stop_ends(plan: MultiArmPlan, bounds: Mapping[str, JointBounds], starts: np.ndarray,
+               f0: float) -> np.ndarray:
+    """:func:`stop_ends`, computed."""
     duration = plan.duration
     s0 = np.minimum(np.maximum(np.asarray(starts, dtype=float), 0.0), duration)
     out = np.full(s0.size, np.nan)
