@@ -187,3 +187,31 @@ def test_limits_with_the_gate_off_are_refused_at_start_up(tmp_path) -> None:
     config = _tiny(tmp_path, max_stop_time_s=0.5, preflight_check=False)
     with pytest.raises(ConfigError, match="the pre-flight gate is what enforces them"):
         preflight_for(config)
+
+
+@pytest.mark.parametrize("limits", [(0.5, 0.10), (0.6, 0.10), (None, 0.08), (0.7, 0.12),
+                                    (0.45, None)])
+def test_the_first_slowing_of_the_crossing_plan_is_enough(limits, monkeypatch) -> None:
+    """The speeds the fit first tries hold from one start lead before each request that needs
+    them to one lead after it (a stop asked there keeps the plan a lead and ramps from the
+    speed then): the slowed plan's own stops then fit, with no further round of prediction
+    (each costs a prediction of every stop of the slowed plan). A first version held the speed
+    only before the request: 2-3 rounds for these limits."""
+    import mj_manipulator_ros.check.stop_fit as stop_fit
+
+    rounds = []
+    real = stop_fit.predict
+
+    def counted(plan, config, paths, *args, original=None, **kwargs):
+        if original is not None:   # a prediction of a slowed plan: one round
+            rounds.append(plan.duration)
+        return real(plan, config, paths, *args, original=original, **kwargs)
+
+    monkeypatch.setattr(stop_fit, "predict", counted)
+    t_max, d_max = limits
+    config = openarm(max_stop_time_s=t_max, max_stop_distance_m=d_max)
+    plan = crossing()
+    fit = stop_fit.fit_stop_limits(plan, config, scene_for(config))
+    assert fit.slowed, fit.summary()                    # not vacuous: the limits bind
+    assert len(rounds) == 1, (limits, rounds)
+    assert fit.worst_after["stop_time_s"] <= (t_max or np.inf)

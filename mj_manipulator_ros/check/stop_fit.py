@@ -38,7 +38,7 @@ SLOPE, MIN_SLOPE = 1.0, 0.05
 #: slowed plan's changes of speed lengthen some stops, and each round costs a prediction of
 #: every stop of the slowed plan (the crossing plan with 0.5 s / 100 mm, one core: 1.0 -> 5
 #: rounds, 0.98 s, 19.24 s of plan; 0.95 -> 3, 0.68 s, 19.90 s; 0.9 -> 1-2, 0.50 s, 20.55 s)
-FIT_MARGIN = 0.9
+FIT_MARGIN = 0.95
 #: rounds of slowing the plan where the slowed plan's own stops still pass a limit
 FIT_ROUNDS = 6
 
@@ -200,8 +200,10 @@ def _slowed(plan: MultiArmPlan, config: ExecutorConfig, requests: np.ndarray,
     # a request at s runs at its speed from s on: the speed there holds from a lead before
     ahead = np.clip(np.searchsorted(requests, grid + lead + EVERY_S, side="right") - 1, 0,
                     need.size - 1)
+    behind = np.clip(np.searchsorted(requests, grid - lead - EVERY_S, side="left"), 0,
+                     need.size - 1)
     for j in range(g.size):
-        g[j] = min(g[j], float(need[k[j]:ahead[j] + 1].min()))
+        g[j] = min(g[j], float(need[min(k[j], behind[j]):ahead[j] + 1].min()))
     slope = SLOPE
     while True:
         profile = limit_slope(grid, g, slope)
