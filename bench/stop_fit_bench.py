@@ -32,8 +32,10 @@ from mj_manipulator_ros.resources import config_file, share_dir
 PLANS = ("openarm_crossing", "openarm_wave")
 
 
-def gate_once(config, plan) -> tuple[float, float, object]:
-    """(whole gate s, the fit's share s, the fit) with a fresh gate (built before the clock)."""
+def gate_once(config, name: str) -> tuple[float, float, object]:
+    """(whole gate s, the fit's share s, the fit) with a fresh gate and a fresh plan object
+    (both made before the clock: a plan keeps its stops once computed, core/stop_ends.py)."""
+    plan = load_plan(share_dir() / f"config/plans/{name}.yaml")
     gate = preflight_for(config)
     t0 = time.perf_counter()
     validate_plan(plan, config)
@@ -64,12 +66,11 @@ def main() -> None:
                          f"{args.repeats}; limits {args.time} s / {args.distance} m",
            "fit_margin": envelope.FIT_MARGIN}
     for name in PLANS:
-        plan = load_plan(share_dir() / f"config/plans/{name}.yaml")
-        off = min(gate_once(config, plan)[0] for _ in range(args.repeats))
+        off = min(gate_once(config, name)[0] for _ in range(args.repeats))
         best, fit_s, fit = float("inf"), float("inf"), None
         for _ in range(args.repeats):
             rounds.append(0)
-            whole, share, fit = gate_once(limited, plan)
+            whole, share, fit = gate_once(limited, name)
             best, fit_s = min(best, whole), min(fit_s, share)
         out[name] = {"gate_s": round(off, 4), "gate_with_limits_s": round(best, 4),
                      "fit_s": round(fit_s, 4), "ratio": round(best / off, 3),

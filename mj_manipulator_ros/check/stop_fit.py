@@ -36,8 +36,10 @@ SPEED_STEP = 0.05
 SLOPE, MIN_SLOPE = 1.0, 0.05
 #: the speeds first tried are those estimated to stop within this fraction of the limits: the
 #: slowed plan's changes of speed lengthen some stops, and each round costs a prediction of
-#: every stop of the slowed plan (the crossing plan with 0.5 s / 100 mm, one core: 1.0 -> 5
-#: rounds, 0.98 s, 19.24 s of plan; 0.95 -> 3, 0.68 s, 19.90 s; 0.9 -> 1-2, 0.50 s, 20.55 s)
+#: every stop of the slowed plan. With each speed held a lead after its request too
+#: (:func:`_slowed`), the crossing plan at 0.5 s / 100 mm: 0.95 -> 1 round, 19.82 s of plan;
+#: 1.0 -> 2 rounds, 18.38 s; 0.9 -> 1 round, 21.93 s (one lead before only, as first built:
+#: 0.9 -> 2 rounds, 20.55 s)
 FIT_MARGIN = 0.95
 #: rounds of slowing the plan where the slowed plan's own stops still pass a limit
 FIT_ROUNDS = 6
@@ -187,7 +189,8 @@ def _speeds_needed(plan: MultiArmPlan, config: ExecutorConfig, paths: HandPaths,
 def _slowed(plan: MultiArmPlan, config: ExecutorConfig, requests: np.ndarray,
             need: np.ndarray) -> tuple[tuple, tuple, tuple]:
     """The plan at the speeds ``need`` (one per request, held from one start lead before it to
-    the next request), smoothed to a slope the joints' limits allow. Returns it with the
+    one lead after it: a stop asked there keeps the plan for a lead, then ramps from the speed
+    it finds), smoothed to a slope the joints' limits allow. Returns it with the
     original's plan time at each of its waypoints, its plan time map (slowed plan times,
     original plan times) and its speed profile (original plan times, speeds).
 
@@ -197,7 +200,7 @@ def _slowed(plan: MultiArmPlan, config: ExecutorConfig, requests: np.ndarray,
     grid = np.linspace(0.0, plan.duration, max(2, int(np.ceil(plan.duration / 0.01)) + 1))
     k = np.clip(np.searchsorted(requests, grid, side="right") - 1, 0, need.size - 1)
     g = need[k].copy()
-    # a request at s runs at its speed from s on: the speed there holds from a lead before
+    # a request at s runs at its speed from a lead before s to a lead after it
     ahead = np.clip(np.searchsorted(requests, grid + lead + EVERY_S, side="right") - 1, 0,
                     need.size - 1)
     behind = np.clip(np.searchsorted(requests, grid - lead - EVERY_S, side="left"), 0,
