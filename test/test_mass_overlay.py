@@ -76,3 +76,27 @@ def test_a_bad_overlay_is_refused_by_name(tmp_path, overlay, message) -> None:
 def test_a_non_finite_com_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"com \[0.0, nan, 0.0\]"):
         parse_overlay({"bodies": {"b": {"mass": 1.0, "com": [0.0, float("nan"), 0.0]}}}, "t")
+
+
+def test_a_simulated_load_fault_is_the_arm_s_truth_whatever_overlay_the_checks_carry(
+        tmp_path) -> None:
+    """sim.faults' model mismatch states the simulated arm against the robot's description: a
+    configuration naming an overlay (as a rehearsal does after ``hil --measure-load``) gives
+    the checks the overlay and the simulator the description times the fault, not the overlay
+    times the fault (the load counted twice)."""
+    from mj_manipulator_ros.sim.shared_model import SharedModel
+
+    faults = {"faults": {"left": {"link_mass_scale": {"left_j2": 1.5}, "payload_kg": 0.2}}}
+    path = tmp_path / "overlay.json"
+    path.write_text(json.dumps({"bodies": {"left_link2": {"mass": 0.75, "com": [0.2, 0, 0]}}}))
+    plain = tiny_config(tmp_path, sim=faults)
+    overlaid = dataclasses.replace(plain, scene=dataclasses.replace(plain.scene,
+                                                                   mass_overlay=str(path)))
+    truth = SharedModel(plain.build_scene(), plain.sim).model        # description x fault
+    checks = overlaid.build_scene()
+    simulated = SharedModel(checks, overlaid.sim).model
+    b = _body(truth, "left_link2")
+    assert checks.model.body_mass[b] == pytest.approx(0.75)          # the checks: the overlay
+    for field in ("body_mass", "body_ipos", "body_inertia", "body_iquat"):
+        assert np.array_equal(getattr(simulated, field), getattr(truth, field)), field
+    assert truth.body_mass[b] != pytest.approx(0.75 * 1.5 + 0.2)     # not vacuous

@@ -13,7 +13,9 @@ Named in a configuration (``scene.mass_overlay: FILE``) it is applied to the sce
 before anything compiles it, so everything built from the scene carries it: the replay check,
 the simulator's own copy, the actuator twin, gravity compensation and the torque controllers'
 feed-forward, the bring-up's gravity model. The simulator's injected model-mismatch faults
-(``sim/model_mismatch.py``) still apply on top, to the simulator's copy only.
+(``sim/model_mismatch.py``) are the simulated arm's truth against the description: where one is
+set, the simulator's copy has the overlaid bodies set back to the description's, then the
+fault (the checks keep the overlay).
 """
 
 from __future__ import annotations

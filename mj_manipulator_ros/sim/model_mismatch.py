@@ -10,15 +10,27 @@ the statics are exact, the dynamics of a payload near the body's centre nearly s
 Applied once, to the simulator's own copy of the model (``SharedModel``): the scene the
 bring-up and the executor weigh the arm with keeps the nominal masses, as the robot's URDF
 does while the real arm carries more (openarm_description#49, openarm_ros2#72).
+
+The fault is the simulated arm's truth, stated against the robot's description (its MJCF):
+where the configuration names a measured load (``scene.mass_overlay``, which the checks then
+carry), the simulated arm's bodies the overlay corrects are first set back to the
+description's, then the fault applied. So a rehearsal that measures the hidden load
+(``hil --measure-load``) and names the overlay it wrote weighs the same simulated arm again,
+now with the corrected model; the overlay applied under the fault as well would have counted
+the load twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Mapping
 
 import mujoco
 import numpy as np
 
+from mj_manipulator_ros.model.mass_overlay import read_overlay
+from mj_manipulator_ros.model.scene import compile_scene
 from mj_manipulator_ros.sim.sim_config import ArmFaults
 
 
@@ -30,6 +42,7 @@ def has_mismatch(faults: Mapping[str, ArmFaults]) -> bool:
 def apply_mismatch(model: mujoco.MjModel, scene, faults: Mapping[str, ArmFaults]) -> None:
     """Change ``model`` (the simulator's copy of ``scene.model``) per ``faults`` (module
     docstring); its derived constants are recomputed."""
+    _described(model, scene)
     for arm, f in faults.items():
         if arm not in scene.arms:
             continue
@@ -46,3 +59,23 @@ def apply_mismatch(model: mujoco.MjModel, scene, faults: Mapping[str, ArmFaults]
                                      + m * np.asarray(f.payload_offset_m, dtype=float)) / (m0 + m)
             model.body_mass[body] = m0 + m
     mujoco.mj_setConst(model, mujoco.MjData(model))
+
+
+def _described(model: mujoco.MjModel, scene) -> None:
+    """The bodies a mass overlay (``scene.mass_overlay``) corrected, set back to the robot's
+    description in ``model``: mass, centre of mass, rotational inertia (the description
+    compiled once more without the overlay; the overlay changes values only, so the bodies
+    are the same)."""
+    config = getattr(scene, "config", None)
+    if config is None or not config.mass_overlay:
+        return
+    path = Path(config.mass_overlay)
+    path = path if path.is_absolute() or config.base_dir is None else config.base_dir / path
+    described = compile_scene(dataclasses.replace(config, mass_overlay=""), config.base_dir)
+    for name in read_overlay(path):
+        b = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        d = mujoco.mj_name2id(described, mujoco.mjtObj.mjOBJ_BODY, name)
+        model.body_mass[b] = described.body_mass[d]
+        model.body_ipos[b] = described.body_ipos[d]
+        model.body_iquat[b] = described.body_iquat[d]
+        model.body_inertia[b] = described.body_inertia[d]
