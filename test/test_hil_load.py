@@ -165,10 +165,10 @@ def test_a_heavier_arm_is_named_at_stage_1_then_measured_and_its_model_corrected
     named["scene"]["mass_overlay"] = str(run / "mass_overlay.json")
     again = tmp_path / "with_overlay.yaml"
     again.write_text(yaml.safe_dump(named))
-    said.clear()
+    rerun: list[str] = []
     code = run_hil(str(again), sim=True, yes=True, through=1, results=str(tmp_path / "r2"),
-                   say=said.append)
-    assert code == 0, "\n".join(said)
+                   say=rerun.append)
+    assert code == 0, "\n".join(rerun)
     # openarm_ros2#72's setting (MIT KP 20, no feed-forward, left joint 1 raised): with the
     # overlay the bring-up wrote, the model's P-only equilibrium lands within 1 degree of where
     # the heavier arm (the actuator twin, the same hidden mismatch) holds; the nominal model not
